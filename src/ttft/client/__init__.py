@@ -1,0 +1,1 @@
+"""Streaming HTTP/SSE client that fills the timestamp ladder (how to send)."""

@@ -1,0 +1,1 @@
+"""Records, statistics, units and schemas: pure, no I/O."""

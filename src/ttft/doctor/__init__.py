@@ -1,0 +1,1 @@
+"""The troubleshooting order, automated: findings from measurements and lint."""

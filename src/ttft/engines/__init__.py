@@ -1,0 +1,1 @@
+"""Engine adapters: launch command, Prometheus metrics and their mapping to common names."""

@@ -1,0 +1,1 @@
+"""The OpenAI-compatible front door that applies the outside-the-weights levers."""

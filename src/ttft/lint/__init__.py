@@ -1,0 +1,1 @@
+"""Static checks of prompts, proxy configurations and engine flags."""

@@ -1,0 +1,1 @@
+"""Runs a workload against a target (when to send)."""

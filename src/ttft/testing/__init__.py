@@ -1,0 +1,1 @@
+"""Measuring instruments for tests and benchmarks (scripted SSE servers with exact delays)."""

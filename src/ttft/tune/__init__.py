@@ -1,0 +1,1 @@
+"""Sweeps and A/B experiments over engine and gateway settings."""

@@ -1,0 +1,1 @@
+"""Integrity of weight files (safetensors, GGUF, checksum manifests). Standalone."""
