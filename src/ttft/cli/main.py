@@ -16,7 +16,10 @@ from ttft.core.errors import TtftError
 
 # name -> (module:attribute, one-line purpose shown by `ttft --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("ttft.cli.serve:serve", "Run the embedded llama-server (Gemma 3 270M) in the foreground."),
+    "serve": (
+        "ttft.cli.serve:serve",
+        "Run the embedded llama-server (Gemma 3 270M) in the foreground.",
+    ),
 }
 
 

@@ -1,1 +1,1 @@
-"""What to send: prompts of exact token lengths, shared-prefix sets, request logs, arrival patterns."""
+"""What to send: prompts of exact token lengths, shared-prefix sets, request logs, arrivals."""

@@ -1,0 +1,132 @@
+"""``ttft serve``: the embedded llama-server in the foreground, for users who want an endpoint."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ttft.engines.embedded import RunningEngine, launch_embedded
+
+
+def _smoke_request(engine: RunningEngine) -> dict[str, Any]:
+    body = json.dumps(
+        {
+            "model": engine.model_name,
+            "messages": [{"role": "user", "content": "Say hello."}],
+            "max_tokens": 8,
+            "temperature": 0,
+        }
+    ).encode()
+    req = urllib.request.Request(
+        engine.base_url + "/v1/chat/completions",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
+    started = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        reply: dict[str, Any] = json.loads(resp.read())
+    reply["_elapsed_ms"] = (time.perf_counter() - started) * 1000
+    return reply
+
+
+@click.command()
+@click.option(
+    "--model",
+    "model_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A .gguf model file. Default: the embedded Gemma 3 270M Q4_K_M.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", type=int, default=8080, show_default=True, help="Port (0 picks a free one)."
+)
+@click.option(
+    "--ctx-size",
+    type=int,
+    default=4096,
+    show_default=True,
+    help="Context tokens, shared by all slots.",
+)
+@click.option(
+    "--parallel",
+    type=int,
+    default=None,
+    help="Slots (concurrent requests). Default: the build's (4).",
+)
+@click.option(
+    "--ubatch", type=int, default=None, help="Physical batch size (-ub); 512+ speeds long prefills."
+)
+@click.option(
+    "--flash-attn", type=click.Choice(["on", "off", "auto"]), default=None, help="Flash attention."
+)
+@click.option(
+    "--load-mode",
+    type=click.Choice(["auto", "none", "mmap", "mlock", "mmap+mlock", "dio"]),
+    default=None,
+    help="How weights are loaded; mlock avoids page-fault cold starts.",
+)
+@click.option(
+    "--extra-arg", "extra_args", multiple=True, help="Any other llama-server flag (repeat)."
+)
+@click.option(
+    "--check", is_flag=True, help="Start, send one chat request, print what happened, stop."
+)
+def serve(
+    model_path: Path | None,
+    host: str,
+    port: int,
+    ctx_size: int,
+    parallel: int | None,
+    ubatch: int | None,
+    flash_attn: str | None,
+    load_mode: str | None,
+    extra_args: tuple[str, ...],
+    check: bool,
+) -> None:
+    """Run the embedded llama-server (Gemma 3 270M) in the foreground.
+
+    Prints the OpenAI-compatible base URL and the metrics URL; Ctrl-C stops the server.
+    Example: `ttft serve --port 8080 --parallel 1`, then point any client at
+    http://127.0.0.1:8080/v1.
+    """
+    overrides: dict[str, object] = {
+        "host": host,
+        "port": port,
+        "ctx_size": ctx_size,
+        "parallel": parallel,
+        "ubatch_size": ubatch,
+        "flash_attn": flash_attn,
+        "load_mode": load_mode,
+        "extra_args": extra_args,
+    }
+    if model_path is not None:
+        overrides["model_path"] = model_path
+    click.echo("starting llama-server ...", err=True)
+    with launch_embedded(**overrides) as engine:
+        click.echo(f"llama-server ready in {engine.startup_s:.2f} s (model {engine.model_name})")
+        click.echo(f"  OpenAI base URL: {engine.base_url}/v1")
+        click.echo(f"  metrics:         {engine.metrics_url}")
+        if check:
+            reply = _smoke_request(engine)
+            text = reply["choices"][0]["message"]["content"]
+            click.echo(f"  chat check: {reply['_elapsed_ms']:.0f} ms, reply {text!r}")
+            return
+        click.echo("Ctrl-C stops it.")
+        # SIGTERM (e.g. from a service manager) stops as cleanly as Ctrl-C does.
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        try:
+            while engine.process.proc is not None and engine.process.proc.poll() is None:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            click.echo("\nstopping llama-server ...", err=True)
+            return
+        raise click.ClickException(
+            "llama-server exited on its own. Last log lines:\n" + engine.process.log_tail()
+        )
