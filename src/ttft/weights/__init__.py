@@ -1,1 +1,26 @@
-"""Integrity of weight files (safetensors, GGUF, checksum manifests). Standalone."""
+"""Integrity of weight files (safetensors, GGUF, checksum manifests). Standalone.
+
+Public entry points: :func:`verify` (everything `ttft weights verify` checks),
+:func:`write_manifest`, and :func:`read_gguf` (GGUF metadata and tensor infos, for any layer that
+wants a GGUF's chat template or vocabulary). Only the standard library is used.
+"""
+
+from ttft.weights.gguf import GgufFile, GgufFormatError, GgufTensor, GgufValueType, read_gguf
+from ttft.weights.manifest import MANIFEST_NAME, write_manifest
+from ttft.weights.problems import FileReport, Problem, VerifyReport
+from ttft.weights.verify import VerifyOptions, verify
+
+__all__ = [
+    "MANIFEST_NAME",
+    "FileReport",
+    "GgufFile",
+    "GgufFormatError",
+    "GgufTensor",
+    "GgufValueType",
+    "Problem",
+    "VerifyOptions",
+    "VerifyReport",
+    "read_gguf",
+    "verify",
+    "write_manifest",
+]
