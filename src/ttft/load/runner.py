@@ -1,0 +1,132 @@
+"""When to send: run one cell of a workload closed-loop or open-loop, records out as they finish.
+
+*How* to send belongs to the client; this module owns the small ``Sender`` protocol it needs, so
+imports point one way and tests can drive it with any sender.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ttft.core.records import ErrorInfo, RequestRecord, RunAnchor
+from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop
+from ttft.workload.requests import WorkItem
+
+
+class Sender(Protocol):
+    """Sends one request and fills ``record``'s ladder from ``sent_ns`` on; never raises for a
+    failed request (the failure goes into ``record.error``)."""
+
+    async def send(self, item: WorkItem, record: RequestRecord) -> None: ...
+
+
+OnRecord = Callable[[RequestRecord], None]
+
+
+@dataclass
+class CellPlan:
+    """One cell: these items, sent with this arrival pattern, labelled ``cell``."""
+
+    cell: str
+    items: Sequence[WorkItem]
+    arrival: Arrival
+    phase: str = "warm"
+    max_in_flight: int | None = None  # open loop only: a cap makes client-side waiting visible
+    meta: dict[str, object] = field(default_factory=dict)
+
+
+class Runner:
+    """Runs cells against one sender; numbers records across the whole run."""
+
+    def __init__(self, sender: Sender, anchor: RunAnchor, on_record: OnRecord) -> None:
+        self.sender = sender
+        self.anchor = anchor
+        self.on_record = on_record
+        self._next_index = 0
+
+    def _now(self) -> int:
+        return time.perf_counter_ns() - self.anchor.monotonic_ns
+
+    def _new_record(self, plan: CellPlan) -> RequestRecord:
+        record = RequestRecord(index=self._next_index, cell=plan.cell, phase=plan.phase)
+        self._next_index += 1
+        return record
+
+    async def _one(self, item: WorkItem, record: RequestRecord) -> RequestRecord:
+        try:
+            await self.sender.send(item, record)
+        except asyncio.CancelledError:
+            # Ctrl-C or a deadline: the request is reported as cut short, never silently lost.
+            record.error = ErrorInfo("cancelled", "the run stopped before this request finished")
+            self.on_record(record)
+            raise
+        self.on_record(record)
+        return record
+
+    async def run_cell(self, plan: CellPlan) -> list[RequestRecord]:
+        if isinstance(plan.arrival, ClosedLoop):
+            return await self._closed(plan, plan.arrival)
+        return await self._open(plan, plan.arrival)
+
+    async def _closed(self, plan: CellPlan, arrival: ClosedLoop) -> list[RequestRecord]:
+        pending = list(enumerate(plan.items))
+        pending.reverse()
+        results: list[RequestRecord] = []
+
+        async def worker() -> None:
+            while pending:
+                _, item = pending.pop()
+                record = self._new_record(plan)
+                record.scheduled_ns = self._now()
+                results.append(await self._one(item, record))
+
+        workers = max(1, min(arrival.concurrency, len(plan.items)))
+        await asyncio.gather(*(worker() for _ in range(workers)))
+        return results
+
+    async def _open(self, plan: CellPlan, arrival: OpenLoop) -> list[RequestRecord]:
+        offsets = arrival.schedule_ns(len(plan.items))
+        limit = asyncio.Semaphore(plan.max_in_flight) if plan.max_in_flight else None
+        start = self._now()
+        tasks: list[asyncio.Task[RequestRecord]] = []
+
+        async def gated(item: WorkItem, record: RequestRecord) -> RequestRecord:
+            if limit is None:
+                return await self._one(item, record)
+            async with limit:
+                return await self._one(item, record)
+
+        for item, offset in zip(plan.items, offsets, strict=True):
+            due = start + offset
+            delay = (due - self._now()) / 1e9
+            if delay > 0:
+                await asyncio.sleep(delay)
+            record = self._new_record(plan)
+            # The planned time, not when we got round to it: client lag shows as client_wait.
+            record.scheduled_ns = due
+            tasks.append(asyncio.create_task(gated(item, record)))
+        return list(await asyncio.gather(*tasks))
+
+
+def max_overlap(records: Sequence[RequestRecord]) -> int:
+    """The most requests that were in flight at once (sent..done), from the records alone."""
+    events: list[tuple[int, int]] = []
+    for r in records:
+        if r.sent_ns is None:
+            continue
+        end = r.done_ns if r.done_ns is not None else r.sent_ns
+        events.append((r.sent_ns, 1))
+        events.append((end, -1))
+    events.sort(key=lambda e: (e[0], e[1]))
+    peak = current = 0
+    for _, step in events:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+__all__ = ["CellPlan", "ClosedLoop", "OpenLoop", "Runner", "Sender", "max_overlap"]
