@@ -1,0 +1,300 @@
+"""HTTP/1.1 request heads and a sans-I/O response parser that timestamps nothing itself.
+
+The connection (``pool.py``) reads the clock once per read and hands bytes plus that reading to
+``ResponseParser.feed``; the parser undoes the framing (``Content-Length``, ``chunked``, or until
+close) and the content coding (gzip/deflate, decoded incrementally so each piece keeps the time
+its bytes arrived) and passes the result to a ``ResponseSink``.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ttft.client import errors
+from ttft.client.errors import RequestFailed
+
+MAX_HEAD_BYTES = 64 * 1024
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+_NO_BODY_STATUSES = frozenset({204, 304})
+
+
+def build_request(
+    method: str, target: str, host_header: str, headers: Mapping[str, str], body: bytes
+) -> bytes:
+    """Serialize one request: ``headers`` as given, ``Host`` and ``Content-Length`` our own."""
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {host_header}"]
+    lines.extend(
+        f"{name}: {value}"
+        for name, value in headers.items()
+        if name.lower() not in ("host", "content-length")
+    )
+    if body or method in ("POST", "PUT", "PATCH"):
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+@dataclass(slots=True)
+class ResponseHead:
+    """Status line and headers. Header names are lower-cased; repeated headers are comma-joined."""
+
+    version: str
+    status: int
+    reason: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+    def tokens(self, name: str) -> set[str]:
+        return {t.strip().lower() for t in self.headers.get(name, "").split(",") if t.strip()}
+
+
+class ResponseSink(Protocol):
+    """What the parser reports to. ``t_ns`` is the clock reading taken when the bytes arrived."""
+
+    def on_head(self, head: ResponseHead, t_ns: int) -> None: ...
+
+    def on_body(self, data: bytes, t_ns: int) -> bool:
+        """Take decoded body bytes; return True to stop reading (the connection is then closed)."""
+        ...
+
+    def on_end(self, t_ns: int) -> None: ...
+
+
+# Parser states.
+_HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_EOF, _DONE = range(8)
+
+
+def parse_head(raw: bytes) -> ResponseHead:
+    """Parse a status line and header block (without the blank line that ends it)."""
+    text = raw.decode("latin-1")
+    lines = text.replace("\r\n", "\n").split("\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        raise RequestFailed(errors.PROTOCOL, f"not an HTTP status line: {lines[0][:100]!r}")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip():
+            raise RequestFailed(errors.PROTOCOL, f"malformed header line: {line[:100]!r}")
+        key = name.lower()
+        value = value.strip()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return ResponseHead(
+        version=parts[0][5:], status=int(parts[1]), reason=parts[2] if len(parts) > 2 else "",
+        headers=headers,
+    )
+
+
+class ResponseParser:
+    """Parses one response from successive reads and drives a ``ResponseSink``.
+
+    ``feed`` returns True once the response is over: complete, or stopped by the sink. After that
+    ``reusable`` says whether the connection may carry another request.
+    """
+
+    __slots__ = (
+        "_buf", "_decoder", "_keep_alive", "_remaining", "_sink", "_state",
+        "bytes_received", "head", "reusable", "stopped",
+    )
+
+    def __init__(self, sink: ResponseSink) -> None:
+        self._sink = sink
+        self._state = _HEAD
+        self._buf = b""
+        self._remaining = 0
+        self._decoder: zlib._Decompress | None = None
+        self._keep_alive = False
+        self.head: ResponseHead | None = None
+        self.bytes_received = 0
+        self.reusable = False
+        self.stopped = False
+
+    @property
+    def done(self) -> bool:
+        return self._state == _DONE
+
+    def feed(self, data: bytes, t_ns: int) -> bool:
+        """Consume one read. Raises ``RequestFailed`` (kind ``protocol``) on malformed input."""
+        self.bytes_received += len(data)
+        if self._state == _DONE:
+            self.reusable = False  # bytes after the response: the connection is out of step
+            return True
+        buf = self._buf + data if self._buf else data
+        self._buf = b""
+        if self._state == _HEAD:
+            buf = self._parse_head(buf, t_ns)
+            if self._state == _HEAD or self._state == _DONE:
+                return self._state == _DONE
+        if self._state == _UNTIL_EOF:
+            return self._emit(buf, t_ns) if buf else False
+        if self._state == _LENGTH:
+            piece = buf[: self._remaining]
+            self._remaining -= len(piece)
+            if len(buf) > len(piece):
+                self._keep_alive = False
+            if piece and self._emit(piece, t_ns):
+                return True
+            if self._remaining == 0:
+                return self._finish(t_ns)
+            return False
+        return self._feed_chunked(buf, t_ns)
+
+    def eof(self, t_ns: int, reason: str = "") -> None:
+        """The peer closed the connection. Completes a close-delimited body, else raises."""
+        if self._state == _UNTIL_EOF:
+            self._finish(t_ns)
+            return
+        if self._state == _DONE:
+            return
+        why = f" ({reason})" if reason else ""
+        if self._state == _HEAD:
+            raise RequestFailed(
+                errors.DISCONNECT, f"connection closed before the response status line{why}"
+            )
+        status = self.head.status if self.head is not None else None
+        raise RequestFailed(
+            errors.INCOMPLETE_STREAM, f"connection closed in the middle of the body{why}", status
+        )
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _parse_head(self, buf: bytes, t_ns: int) -> bytes:
+        while True:
+            match = _HEAD_END.search(buf)
+            if match is None:
+                if len(buf) > MAX_HEAD_BYTES:
+                    raise RequestFailed(errors.PROTOCOL, "response head larger than 64 KiB")
+                self._buf = buf
+                return b""
+            head = parse_head(buf[: match.start()])
+            buf = buf[match.end() :]
+            if 100 <= head.status < 200:
+                continue  # interim response (100 Continue, 103 Early Hints): the real one follows
+            break
+        self.head = head
+        version_ok = head.version == "1.1"
+        conn = head.tokens("connection")
+        self._keep_alive = ("close" not in conn) if version_ok else ("keep-alive" in conn)
+        self._decoder = _decoder_for(head)
+        self._sink.on_head(head, t_ns)
+        if head.status in _NO_BODY_STATUSES:
+            self._finish(t_ns)
+            return b""
+        if "chunked" in head.tokens("transfer-encoding"):
+            self._state = _CHUNK_SIZE
+        elif "content-length" in head.headers:
+            try:
+                self._remaining = int(head.headers["content-length"])
+            except ValueError:
+                raise RequestFailed(errors.PROTOCOL, "Content-Length is not a number") from None
+            self._state = _LENGTH
+            if self._remaining == 0:
+                self._finish(t_ns)
+        else:
+            self._keep_alive = False
+            self._state = _UNTIL_EOF
+        return buf
+
+    def _feed_chunked(self, buf: bytes, t_ns: int) -> bool:
+        pieces: list[bytes] = []
+        pos, end = 0, len(buf)
+        while pos < end:
+            state = self._state
+            if state == _CHUNK_DATA:
+                take = min(self._remaining, end - pos)
+                pieces.append(buf[pos : pos + take])
+                pos += take
+                self._remaining -= take
+                if self._remaining == 0:
+                    self._state = _CHUNK_CRLF
+            elif state == _CHUNK_CRLF:
+                nl = buf.find(b"\n", pos)
+                if nl < 0:
+                    break
+                if buf[pos:nl].strip():
+                    raise RequestFailed(errors.PROTOCOL, "chunk data not followed by CRLF")
+                pos = nl + 1
+                self._state = _CHUNK_SIZE
+            elif state == _CHUNK_SIZE:
+                nl = buf.find(b"\n", pos)
+                if nl < 0:
+                    break
+                size_text = buf[pos:nl].split(b";", 1)[0].strip()
+                try:
+                    size = int(size_text, 16)
+                except ValueError:
+                    raise RequestFailed(
+                        errors.PROTOCOL, f"bad chunk size line {buf[pos:nl][:40]!r}"
+                    ) from None
+                pos = nl + 1
+                if size == 0:
+                    self._state = _TRAILER
+                else:
+                    self._remaining = size
+                    self._state = _CHUNK_DATA
+            elif state == _TRAILER:
+                nl = buf.find(b"\n", pos)
+                if nl < 0:
+                    break
+                line = buf[pos:nl].strip()
+                pos = nl + 1
+                if not line:
+                    if pos < end:
+                        self._keep_alive = False
+                    if pieces and self._emit(b"".join(pieces), t_ns):
+                        return True
+                    return self._finish(t_ns)
+            else:  # pragma: no cover - states are exhaustive
+                raise AssertionError(state)
+        if pos < end:
+            self._buf = buf[pos:]
+        if pieces:
+            return self._emit(pieces[0] if len(pieces) == 1 else b"".join(pieces), t_ns)
+        return False
+
+    def _emit(self, piece: bytes, t_ns: int) -> bool:
+        if self._decoder is not None:
+            try:
+                piece = self._decoder.decompress(piece)
+            except zlib.error as exc:
+                raise RequestFailed(errors.PROTOCOL, f"bad compressed body: {exc}") from None
+            if not piece:
+                return False
+        if self._sink.on_body(piece, t_ns):
+            self.stopped = True
+            self._state = _DONE
+            self.reusable = False
+            return True
+        return False
+
+    def _finish(self, t_ns: int) -> bool:
+        if self._decoder is not None:
+            tail = self._decoder.flush()
+            self._decoder = None
+            if tail and self._sink.on_body(tail, t_ns):
+                self.stopped = True
+                self._state = _DONE
+                return True
+        self._state = _DONE
+        self.reusable = self._keep_alive and not self._buf
+        self._sink.on_end(t_ns)
+        return True
+
+
+def _decoder_for(head: ResponseHead) -> zlib._Decompress | None:
+    coding = head.tokens("content-encoding") - {"identity"}
+    if not coding:
+        return None
+    if coding <= {"gzip", "x-gzip", "deflate"}:
+        return zlib.decompressobj(wbits=47)  # 32 + 15: gzip or zlib header, detected
+    raise RequestFailed(
+        errors.PROTOCOL,
+        f"unsupported Content-Encoding {', '.join(sorted(coding))}: only gzip and deflate are "
+        "decoded; send 'Accept-Encoding: identity' or 'gzip'",
+    )

@@ -1,0 +1,233 @@
+"""OpenAI-style request bodies, and the reading of stream chunks into a request's ladder.
+
+Which text counts (the rules tools disagree on, written down once):
+
+- chat: ``delta.content`` is output; ``delta.reasoning_content`` / ``delta.reasoning`` is
+  reasoning; ``delta.tool_calls[].function.arguments`` is output too (a tool call is the answer).
+- completions: ``choices[].text`` is output.
+- An empty string or ``null`` is no token: a role-only first chunk (``{"role": "assistant",
+  "content": null}``) reaches the "first event" rung and nothing more.
+- ``usage`` and llama-server's ``timings`` are read from whichever chunk carries them (the one with
+  ``finish_reason``, or the extra ``choices: []`` chunk that ``include_usage`` adds); the last wins.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ttft.client import errors
+from ttft.client.sse import SseEvent
+from ttft.core.errors import TtftError
+from ttft.core.records import ErrorInfo, RequestRecord
+
+CHAT = "chat"
+COMPLETIONS = "completions"
+PATHS = {CHAT: "/chat/completions", COMPLETIONS: "/completions"}  # under the API root ("/v1")
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    """A streamed ``/v1/chat/completions`` request. ``extra`` is merged into the body last."""
+
+    messages: list[dict[str, Any]]
+    model: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    include_usage: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"messages": self.messages}
+        return _finish_body(body, self.model, self.max_tokens, self.temperature,
+                            self.include_usage, self.extra)
+
+
+@dataclass(slots=True)
+class CompletionRequest:
+    """A streamed ``/v1/completions`` request (a raw prompt: no chat template on the server)."""
+
+    prompt: str | list[int]
+    model: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    include_usage: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"prompt": self.prompt}
+        return _finish_body(body, self.model, self.max_tokens, self.temperature,
+                            self.include_usage, self.extra)
+
+
+def _finish_body(
+    body: dict[str, Any], model: str | None, max_tokens: int | None,
+    temperature: float | None, include_usage: bool, extra: dict[str, Any],
+) -> dict[str, Any]:
+    if model is not None:
+        body["model"] = model
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    if temperature is not None:
+        body["temperature"] = temperature
+    body["stream"] = True
+    if include_usage:
+        body["stream_options"] = {"include_usage": True}
+    body.update(extra)
+    return body
+
+
+Request = ChatRequest | CompletionRequest | Mapping[str, Any]
+
+
+def prepare(request: Request, default_model: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The API (``chat`` or ``completions``) and the JSON body of a request.
+
+    A raw mapping is sent as given, with ``stream: true`` added when absent and the default model
+    when it names none; its API is ``chat`` if it has ``messages``, ``completions`` if ``prompt``.
+    """
+    if isinstance(request, ChatRequest):
+        api, body = CHAT, request.body()
+    elif isinstance(request, CompletionRequest):
+        api, body = COMPLETIONS, request.body()
+    else:
+        body = dict(request)
+        if "messages" in body:
+            api = CHAT
+        elif "prompt" in body:
+            api = COMPLETIONS
+        else:
+            raise TtftError(
+                "a raw request body has neither 'messages' nor 'prompt'",
+                "give 'messages' for /v1/chat/completions or 'prompt' for /v1/completions",
+            )
+        body.setdefault("stream", True)
+    if default_model is not None and "model" not in body:
+        body["model"] = default_model
+    return api, body
+
+
+def error_message(payload: Any) -> str:
+    """The human message inside an error payload of any of the usual shapes."""
+    if isinstance(payload, Mapping):
+        for key in ("error", "message", "detail"):
+            inner = payload.get(key)
+            if inner:
+                return inner if isinstance(inner, str) else error_message(inner)
+        return json.dumps(payload)[:500]
+    if isinstance(payload, list) and payload:
+        return error_message(payload[0])
+    return str(payload)[:500]
+
+
+class ChunkReader:
+    """Turns the SSE events of one response into rungs of its ``RequestRecord``.
+
+    Times are given already relative to the run anchor. After ``event`` returns, ``error`` is set
+    if the stream reported or caused a failure (then stop reading), ``done`` once ``[DONE]`` came.
+    """
+
+    __slots__ = ("done", "error", "record")
+
+    def __init__(self, record: RequestRecord) -> None:
+        self.record = record
+        self.done = False
+        self.error: ErrorInfo | None = None
+
+    def event(self, event: SseEvent, t_ns: int) -> None:
+        record = self.record
+        if record.first_event_ns is None:
+            record.first_event_ns = t_ns
+        if self.done:
+            return  # nothing after [DONE] belongs to the answer
+        data = event.data
+        if event.event == "error":
+            self._fail(errors.STREAM_ERROR, _message_of(data), t_ns)
+            return
+        if data == "[DONE]":
+            self.done = True
+            record.done_ns = t_ns
+            return
+        if not data.strip():
+            return
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            self._fail(errors.PROTOCOL, f"stream data is not JSON: {data[:200]!r}", t_ns)
+            return
+        if not isinstance(chunk, dict):
+            self._fail(errors.PROTOCOL, f"stream data is not a JSON object: {data[:200]!r}", t_ns)
+            return
+        if chunk.get("error"):
+            self._fail(errors.STREAM_ERROR, error_message(chunk), t_ns)
+            return
+        choices = chunk.get("choices")
+        if choices:
+            self._choices(choices, t_ns)
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self._usage(usage)
+        timings = chunk.get("timings")
+        if isinstance(timings, dict):
+            record.server_timings = {
+                k: float(v) for k, v in timings.items()
+                if isinstance(v, int | float) and not isinstance(v, bool)
+            }
+
+    def _choices(self, choices: Any, t_ns: int) -> None:
+        content_chars = 0
+        reasoning_chars = 0
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                content_chars += _text_len(delta.get("content"))
+                reasoning_chars += _text_len(delta.get("reasoning_content"))
+                reasoning_chars += _text_len(delta.get("reasoning"))
+                calls = delta.get("tool_calls")
+                if isinstance(calls, list):
+                    for call in calls:
+                        fn = call.get("function") if isinstance(call, dict) else None
+                        if isinstance(fn, dict):
+                            content_chars += _text_len(fn.get("arguments"))
+            else:
+                content_chars += _text_len(choice.get("text"))
+        if not content_chars and not reasoning_chars:
+            return
+        record = self.record
+        record.chunk_ns.append(t_ns)
+        record.output_text_chars += content_chars + reasoning_chars
+        if record.first_content_ns is None:
+            record.first_content_ns = t_ns
+        if content_chars and record.first_output_ns is None:
+            record.first_output_ns = t_ns
+
+    def _usage(self, usage: dict[str, Any]) -> None:
+        record = self.record
+        prompt = usage.get("prompt_tokens")
+        if isinstance(prompt, int):
+            record.prompt_tokens = prompt
+        completion = usage.get("completion_tokens")
+        if isinstance(completion, int):
+            record.completion_tokens = completion
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+            record.cached_tokens = details["cached_tokens"]
+
+    def _fail(self, kind: str, message: str, t_ns: int) -> None:
+        self.error = ErrorInfo(kind=kind, message=message, status=self.record.status)
+        self.record.done_ns = t_ns
+
+
+def _text_len(value: Any) -> int:
+    return len(value) if isinstance(value, str) else 0
+
+
+def _message_of(data: str) -> str:
+    try:
+        return error_message(json.loads(data))
+    except ValueError:
+        return data[:500] or "the server sent an error event"
