@@ -20,6 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ttft.cli.serve:serve",
         "Run the embedded llama-server (Gemma 3 270M) in the foreground.",
     ),
+    "weights": (
+        "ttft.cli.weights:weights",
+        "Verify weight files (safetensors, GGUF) and checksum manifests without loading them.",
+    ),
 }
 
 

@@ -1,0 +1,242 @@
+"""``ttft weights``: verify weight files and write checksum manifests, without loading weights."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+
+from ttft.weights import MANIFEST_NAME, VerifyOptions, VerifyReport, verify, write_manifest
+
+# Files below this get no bar of their own: they finish before a bar would be readable.
+LARGE_FILE_BYTES = 64 * 1024 * 1024
+
+
+class _RichHashProgress:
+    """Hash progress as rich bars on stderr: one for all bytes, one per large file."""
+
+    def __init__(self, console: Console, total_bytes: int) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        )
+        self._lock = threading.Lock()
+        self._total = self._progress.add_task("sha256", total=total_bytes)
+        self._tasks: dict[Path, TaskID] = {}
+
+    def __enter__(self) -> _RichHashProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._progress.stop()
+
+    def start(self, path: Path, size: int) -> None:
+        if size >= LARGE_FILE_BYTES:
+            with self._lock:
+                self._tasks[path] = self._progress.add_task(f"  {path.name}", total=size)
+
+    def advance(self, path: Path, nbytes: int) -> None:
+        self._progress.advance(self._total, nbytes)
+        task = self._tasks.get(path)
+        if task is not None:
+            self._progress.advance(task, nbytes)
+
+    def finish(self, path: Path) -> None:
+        with self._lock:
+            task = self._tasks.pop(path, None)
+        if task is not None:
+            self._progress.remove_task(task)
+
+
+def _hash_bytes(path: Path, manifest: Path | None) -> int:
+    """Bytes a verify run will hash, for the overall bar (a cheap overestimate is fine)."""
+    root = path.parent if path.is_file() else path
+    if path.is_file():
+        return path.stat().st_size
+    skip = manifest.resolve() if manifest else (root / MANIFEST_NAME).resolve()
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and p.resolve() != skip)
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} TB"  # pragma: no cover - the loop returns at GB
+
+
+def _print_report(console: Console, report: VerifyReport) -> None:
+    table = Table(title=f"ttft weights verify {escape(report.root)}", title_justify="left")
+    table.add_column("file", overflow="fold")
+    table.add_column("format")
+    table.add_column("size", justify="right")
+    table.add_column("tensors", justify="right")
+    table.add_column("sha256")
+    table.add_column("status")
+    hash_style = {"ok": "green", "mismatch": "red", "missing": "red", "unlisted": "yellow"}
+    for f in report.files:
+        errors = sum(p.severity == "error" for p in f.problems)
+        warnings = len(f.problems) - errors
+        if errors:
+            status = f"[red]{errors} error{'s' if errors > 1 else ''}[/]"
+        elif warnings:
+            status = f"[yellow]{warnings} warning{'s' if warnings > 1 else ''}[/]"
+        else:
+            status = "[green]ok[/]"
+        sha = f.sha256 if f.sha256 != "unchecked" else "-"
+        style = hash_style.get(f.sha256)
+        table.add_row(
+            escape(f.path),
+            f.format,
+            _size(f.size_bytes),
+            "-" if f.tensors is None else str(f.tensors),
+            f"[{style}]{sha}[/]" if style else sha,
+            status,
+        )
+    console.print(table)
+    for p in report.problems:
+        mark = "[red]error[/]" if p.severity == "error" else "[yellow]warning[/]"
+        console.print(f"{mark} {escape(p.file)}: {escape(p.describe())} [dim]\\[{p.code}][/]")
+    errors, total = len(report.errors), len(report.problems)
+    if errors:
+        console.print(
+            f"[red bold]FAILED[/]: {errors} error(s), {total - errors} warning(s) "
+            f"in {len(report.files)} file(s)"
+        )
+    else:
+        tail = f" ({total} warning(s))" if total else ""
+        console.print(f"[green bold]OK[/]: {len(report.files)} file(s) verified{tail}")
+
+
+@click.group()
+def weights() -> None:
+    """Verify weight files (safetensors, GGUF) and checksum manifests without loading them."""
+
+
+@weights.command("verify")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--manifest",
+    type=click.Path(path_type=Path),
+    default=None,
+    help=f"Checksum manifest to check. Default: PATH/{MANIFEST_NAME} when it exists.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@click.option(
+    "--no-hash", is_flag=True, help="Check structure and manifest entries, but hash nothing."
+)
+@click.option(
+    "--workers", type=click.IntRange(min=1), default=None, help="Hashing threads (default: CPUs)."
+)
+@click.pass_context
+def verify_cmd(
+    ctx: click.Context,
+    path: Path,
+    manifest: Path | None,
+    as_json: bool,
+    no_hash: bool,
+    workers: int | None,
+) -> None:
+    """Check PATH (a folder or one file) without loading any tensor data.
+
+    safetensors: the index against the shards (missing or extra shards and tensors) and every
+    header (length, JSON, dtypes, offsets, sizes, truncation). GGUF: header, metadata, tensor
+    infos and data layout. With a weights.sha256 manifest (or --manifest), every listed file's
+    SHA-256. Exit code 0 when everything holds, 1 when a problem was found.
+    """
+    options = VerifyOptions(manifest=manifest, check_hashes=not no_hash, workers=workers)
+    err = Console(stderr=True)
+    has_manifest = manifest is not None or (path.is_dir() and (path / MANIFEST_NAME).is_file())
+    if has_manifest and not no_hash and err.is_terminal and path.exists():
+        with _RichHashProgress(err, _hash_bytes(path, manifest)) as progress:
+            report = verify(path, options, progress)
+    else:
+        report = verify(path, options)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        _print_report(Console(), report)
+    ctx.exit(0 if report.ok else 1)
+
+
+@weights.command("manifest")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--source", default=None, help="Where the files came from (URL), for the header.")
+@click.option("--date", default=None, help="Date for the header. Default: now, UTC, ISO 8601.")
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help=f"Where to write the manifest. Default: DIRECTORY/{MANIFEST_NAME}.",
+)
+@click.option("--force", is_flag=True, help="Replace an existing manifest.")
+@click.option(
+    "--workers", type=click.IntRange(min=1), default=None, help="Hashing threads (default: CPUs)."
+)
+def manifest_cmd(
+    directory: Path,
+    source: str | None,
+    date: str | None,
+    output: Path | None,
+    force: bool,
+    workers: int | None,
+) -> None:
+    """Write a sha256sum-format manifest of every file under DIRECTORY.
+
+    The file stays readable by `sha256sum -c` (run it inside DIRECTORY); `ttft weights verify`
+    checks it automatically when it sits in the folder.
+    """
+    err = Console(stderr=True)
+    started = time.perf_counter()
+    if err.is_terminal and directory.is_dir():
+        with _RichHashProgress(err, _hash_bytes(directory, output)) as progress:
+            written, manifest = write_manifest(
+                directory,
+                source=source,
+                date=date,
+                output=output,
+                overwrite=force,
+                workers=workers,
+                progress=progress,
+            )
+    else:
+        written, manifest = write_manifest(
+            directory, source=source, date=date, output=output, overwrite=force, workers=workers
+        )
+    total = sum((directory / e.name).stat().st_size for e in manifest.entries)
+    elapsed = time.perf_counter() - started
+    click.echo(
+        f"wrote {written}: {len(manifest.entries)} files, {_size(total)}, hashed in {elapsed:.1f} s"
+    )
+    target = written.name if written.parent.resolve() == directory.resolve() else written.resolve()
+    click.echo(f"check it with: cd {directory} && sha256sum -c {target}", err=True)
