@@ -1,0 +1,93 @@
+"""Markdown: the terminal report as headings, tables and lists, for PRs, issues and wikis."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ttft.core.compare import Comparison
+from ttft.core.summary import BenchSummary, CellSummary
+from ttft.core.units import display_unit, format_value
+from ttft.report.rows import (
+    STAT_COLUMNS,
+    cell_facts,
+    cell_title,
+    ordered_metrics,
+    phases,
+    stat_texts,
+    verdict_text,
+    verdict_unit,
+)
+
+
+def _escape(text: str) -> str:
+    # A pipe would end a table cell; the other Markdown specials are harmless in these texts.
+    return text.replace("|", "\\|")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right_from: int) -> list[str]:
+    align = ["---" if i < right_from else "---:" for i in range(len(header))]
+    lines = ["| " + " | ".join(_escape(h) for h in header) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(_escape(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+def cell_markdown(cell: CellSummary, metrics: Sequence[str] | None = None) -> str:
+    lines = [f"### {cell_title(cell)}", ""]
+    lines.append(" · ".join(f"{label} **{value}**" for label, value in cell_facts(cell)))
+    lines.append("")
+    header = ["metric", "unit", "n", *STAT_COLUMNS, "outliers"]
+    rows = [
+        [
+            name,
+            display_unit(entry.unit),
+            str(entry.stats.n),
+            *stat_texts(entry),
+            str(entry.stats.outliers),
+        ]
+        for name, entry in ordered_metrics(cell, metrics)
+    ]
+    lines += _table(header, rows, right_from=2)
+    notes = [f"- SLO {verdict_text(v, verdict_unit(cell, v))}" for v in cell.slos]
+    notes += [f"- warning: {notice.message}" for notice in cell.warnings]
+    if notes:
+        lines += ["", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def summary_to_markdown(summary: BenchSummary, metrics: Sequence[str] | None = None) -> str:
+    """The whole summary as Markdown: a section per cell and phase."""
+    parts = ["## ttft bench", ""]
+    if summary.slos:
+        verdict = "all met" if summary.slos_passed else "**some FAILED**"
+        parts += [f"SLOs: {', '.join(f'`{s}`' for s in summary.slos)}: {verdict}", ""]
+    parts += [cell_markdown(cell, metrics) for cell in phases(summary)]
+    return "\n".join(parts)
+
+
+def comparison_to_markdown(comparison: Comparison) -> str:
+    """B against A as one Markdown table."""
+    header = ["cell", "phase", "metric", "stat", "unit", comparison.a_label, comparison.b_label]
+    header += ["delta", "ratio", "verdict"]
+    rows = [
+        [
+            row.cell,
+            row.phase,
+            row.metric,
+            row.stat,
+            display_unit(row.unit),
+            format_value(row.a, row.unit),
+            format_value(row.b, row.unit),
+            format_value(row.delta, row.unit),
+            "-" if row.ratio is None else f"{row.ratio:.2f}x",
+            row.verdict,
+        ]
+        for row in comparison.rows
+    ]
+    lines = [f"## {comparison.b_label} vs {comparison.a_label}", ""]
+    lines += _table(header, rows, right_from=5)
+    for side, keys in (
+        (comparison.a_label, comparison.only_in_a),
+        (comparison.b_label, comparison.only_in_b),
+    ):
+        lines += [f"- cell {cell} ({phase}) is only in {side}" for cell, phase in keys]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,139 @@
+"""Rich tables for the terminal: one per cell and phase, then SLO verdicts and warnings in words."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from ttft.core.compare import LIKELY_REAL, Comparison, StatComparison
+from ttft.core.summary import BenchSummary, CellSummary
+from ttft.core.units import display_unit, format_value
+from ttft.report.rows import (
+    STAT_COLUMNS,
+    cell_facts,
+    cell_title,
+    ordered_metrics,
+    phases,
+    stat_texts,
+    verdict_text,
+    verdict_unit,
+)
+
+
+def cell_table(cell: CellSummary, metrics: Sequence[str] | None = None) -> Table:
+    """The metric rows of one cell and phase; durations in ms."""
+    facts = "  ".join(f"{label} {value}" for label, value in cell_facts(cell))
+    table = Table(title=cell_title(cell), caption=facts, title_justify="left")
+    table.add_column("metric", no_wrap=True)
+    table.add_column("unit")
+    table.add_column("n", justify="right")
+    for column in STAT_COLUMNS:
+        table.add_column(column, justify="right")
+    table.add_column("outliers", justify="right")
+    for name, entry in ordered_metrics(cell, metrics):
+        style = "bold" if name == "ttft" else None
+        table.add_row(
+            name,
+            display_unit(entry.unit),
+            str(entry.stats.n),
+            *stat_texts(entry),
+            str(entry.stats.outliers) if entry.stats.outliers else "",
+            style=style,
+        )
+    return table
+
+
+def cell_notes(cell: CellSummary) -> list[Text]:
+    """SLO verdicts (green pass, red FAIL), then the warnings, one line each."""
+    lines = []
+    for verdict in cell.slos:
+        text = verdict_text(verdict, verdict_unit(cell, verdict))
+        lines.append(Text(f"SLO {text}", style="green" if verdict.passed else "bold red"))
+    for notice in cell.warnings:
+        lines.append(Text(f"! {notice.message}", style="yellow"))
+    return lines
+
+
+def summary_renderables(
+    summary: BenchSummary, metrics: Sequence[str] | None = None
+) -> list[RenderableType]:
+    """Everything ``ttft bench`` prints for a summary, in order."""
+    parts: list[RenderableType] = []
+    for cell in phases(summary):
+        parts.append(Group(cell_table(cell, metrics), *cell_notes(cell)))
+    if summary.slos:
+        overall = "all SLOs met" if summary.slos_passed else "some SLOs FAILED"
+        style = "bold green" if summary.slos_passed else "bold red"
+        parts.append(Text(overall, style=style))
+    return parts
+
+
+def print_summary(
+    summary: BenchSummary, console: Console | None = None, metrics: Sequence[str] | None = None
+) -> None:
+    out = console or Console()
+    for part in summary_renderables(summary, metrics):
+        out.print(part)
+        out.print()
+
+
+def _ratio_text(row: StatComparison) -> str:
+    return "-" if row.ratio is None else f"{row.ratio:.2f}x"
+
+
+def _delta_text(row: StatComparison) -> str:
+    sign = "+" if row.delta > 0 else ""
+    return f"{sign}{format_value(row.delta, row.unit)}"
+
+
+def _verdict_style(row: StatComparison) -> str | None:
+    if row.verdict != LIKELY_REAL:
+        return "dim"
+    if row.improved is None:
+        return None
+    return "green" if row.improved else "red"
+
+
+def comparison_table(comparison: Comparison) -> Table:
+    """B against A per cell, metric and percentile; green/red only when likely real."""
+    table = Table(title=f"{comparison.b_label} vs {comparison.a_label}", title_justify="left")
+    for column in ("cell", "phase", "metric", "stat", "unit"):
+        table.add_column(column, no_wrap=True)
+    for column in (comparison.a_label, comparison.b_label, "delta", "ratio"):
+        table.add_column(column, justify="right")
+    table.add_column("verdict")
+    for row in comparison.rows:
+        table.add_row(
+            row.cell,
+            row.phase,
+            row.metric,
+            row.stat,
+            display_unit(row.unit),
+            format_value(row.a, row.unit),
+            format_value(row.b, row.unit),
+            _delta_text(row),
+            _ratio_text(row),
+            row.verdict,
+            style=_verdict_style(row),
+        )
+    return table
+
+
+def comparison_renderables(comparison: Comparison) -> list[RenderableType]:
+    parts: list[RenderableType] = [comparison_table(comparison)]
+    for side, keys in (
+        (comparison.a_label, comparison.only_in_a),
+        (comparison.b_label, comparison.only_in_b),
+    ):
+        for cell, phase in keys:
+            parts.append(Text(f"! cell {cell} ({phase}) is only in {side}", style="yellow"))
+    return parts
+
+
+def print_comparison(comparison: Comparison, console: Console | None = None) -> None:
+    out = console or Console()
+    for part in comparison_renderables(comparison):
+        out.print(part)
