@@ -95,9 +95,19 @@ def _size(n: int | None) -> str:
     return f"{value:.1f} TB"  # pragma: no cover - the loop returns at GB
 
 
+def _stdout_console(report: VerifyReport) -> Console:
+    """A terminal keeps its width; a pipe or CI log gets one wide enough for whole file names."""
+    console = Console()
+    if console.is_terminal:
+        return console
+    longest = max((len(f.path) for f in report.files), default=0)
+    return Console(width=max(100, longest + 60))
+
+
 def _print_report(console: Console, report: VerifyReport) -> None:
-    table = Table(title=f"ttft weights verify {escape(report.root)}", title_justify="left")
-    table.add_column("file", overflow="fold")
+    console.print(f"[bold]ttft weights verify[/] {escape(report.root)}", soft_wrap=True)
+    table = Table()
+    table.add_column("file", no_wrap=True)
     table.add_column("format")
     table.add_column("size", justify="right")
     table.add_column("tensors", justify="right")
@@ -126,7 +136,8 @@ def _print_report(console: Console, report: VerifyReport) -> None:
     console.print(table)
     for p in report.problems:
         mark = "[red]error[/]" if p.severity == "error" else "[yellow]warning[/]"
-        console.print(f"{mark} {escape(p.file)}: {escape(p.describe())} [dim]\\[{p.code}][/]")
+        line = f"{mark} {escape(p.file)}: {escape(p.describe())} [dim]\\[{p.code}][/]"
+        console.print(line, soft_wrap=True)
     errors, total = len(report.errors), len(report.problems)
     if errors:
         console.print(
@@ -185,7 +196,7 @@ def verify_cmd(
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
-        _print_report(Console(), report)
+        _print_report(_stdout_console(report), report)
     ctx.exit(0 if report.ok else 1)
 
 

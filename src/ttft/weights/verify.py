@@ -210,7 +210,7 @@ def _check_manifest(
                     Problem(
                         name,
                         "sha256-mismatch",
-                        f"{name} does not match its SHA-256 in {label}: the bytes "
+                        f"content does not match its SHA-256 in {label}: the bytes "
                         "changed since the manifest was written",
                         expected=want,
                         found=result.digest,
