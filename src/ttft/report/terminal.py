@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -24,31 +25,35 @@ from ttft.report.rows import (
 
 
 def cell_table(cell: CellSummary, metrics: Sequence[str] | None = None) -> Table:
-    """The metric rows of one cell and phase; durations in ms."""
-    facts = "  ".join(f"{label} {value}" for label, value in cell_facts(cell))
-    table = Table(title=cell_title(cell), caption=facts, title_justify="left")
+    """The metric rows of one cell and phase: times in ms, token metrics in tokens."""
+    rows = ordered_metrics(cell, metrics)
+    with_outliers = any(entry.stats.outliers for _, entry in rows)
+    # Two spaces between columns and no unit column (token metrics say so in their names), so
+    # the table fits 80 columns; a squeezed number folds onto a second line, never truncates.
+    table = Table(
+        title=f"{cell_title(cell)}  (times in ms)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 0, 0, 1),
+    )
     table.add_column("metric", no_wrap=True)
-    table.add_column("unit")
-    table.add_column("n", justify="right")
+    table.add_column("n", justify="right", overflow="fold")
     for column in STAT_COLUMNS:
-        table.add_column(column, justify="right")
-    table.add_column("outliers", justify="right")
-    for name, entry in ordered_metrics(cell, metrics):
+        table.add_column(column, justify="right", overflow="fold")
+    if with_outliers:
+        table.add_column("outliers", justify="right", overflow="fold")
+    for name, entry in rows:
+        outliers = [str(entry.stats.outliers or "")] if with_outliers else []
         style = "bold" if name == "ttft" else None
-        table.add_row(
-            name,
-            display_unit(entry.unit),
-            str(entry.stats.n),
-            *stat_texts(entry),
-            str(entry.stats.outliers) if entry.stats.outliers else "",
-            style=style,
-        )
+        table.add_row(name, str(entry.stats.n), *stat_texts(entry), *outliers, style=style)
     return table
 
 
 def cell_notes(cell: CellSummary) -> list[Text]:
-    """SLO verdicts (green pass, red FAIL), then the warnings, one line each."""
-    lines = []
+    """Counts and rates, SLO verdicts (green pass, red FAIL), then the warnings, one line each."""
+    lines = [Text("  ".join(f"{label} {value}" for label, value in cell_facts(cell)))]
     for verdict in cell.slos:
         text = verdict_text(verdict, verdict_unit(cell, verdict))
         lines.append(Text(f"SLO {text}", style="green" if verdict.passed else "bold red"))
@@ -85,8 +90,10 @@ def _ratio_text(row: StatComparison) -> str:
 
 
 def _delta_text(row: StatComparison) -> str:
-    sign = "+" if row.delta > 0 else ""
-    return f"{sign}{format_value(row.delta, row.unit)}"
+    text = format_value(row.delta, row.unit)
+    if set(text.lstrip("-")) <= {"0", "."}:
+        return text.lstrip("-")  # a change too small to show has no direction
+    return f"+{text}" if row.delta > 0 else text
 
 
 def _verdict_style(row: StatComparison) -> str | None:
@@ -99,18 +106,26 @@ def _verdict_style(row: StatComparison) -> str | None:
 
 def comparison_table(comparison: Comparison) -> Table:
     """B against A per cell, metric and percentile; green/red only when likely real."""
-    table = Table(title=f"{comparison.b_label} vs {comparison.a_label}", title_justify="left")
-    for column in ("cell", "phase", "metric", "stat", "unit"):
-        table.add_column(column, no_wrap=True)
+    table = Table(
+        title=f"{comparison.b_label} vs {comparison.a_label}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 0, 0, 1),
+    )
+    table.add_column("cell")
+    table.add_column("phase")
+    table.add_column("metric", no_wrap=True)
+    table.add_column("unit")
     for column in (comparison.a_label, comparison.b_label, "delta", "ratio"):
-        table.add_column(column, justify="right")
-    table.add_column("verdict")
+        table.add_column(column, justify="right", overflow="fold")
+    table.add_column("verdict", no_wrap=True)
     for row in comparison.rows:
         table.add_row(
             row.cell,
             row.phase,
-            row.metric,
-            row.stat,
+            f"{row.metric} {row.stat}",
             display_unit(row.unit),
             format_value(row.a, row.unit),
             format_value(row.b, row.unit),
