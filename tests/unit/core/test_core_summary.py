@@ -179,3 +179,14 @@ def test_from_json_refuses_another_schema_with_a_fix() -> None:
         BenchSummary.from_json({"schema": "something/9", "cells": []})
     assert "something/9" in caught.value.problem
     assert caught.value.fix is not None and "ttft bench" in caught.value.fix
+
+
+def test_a_cell_where_every_request_failed_fails_its_slos_with_zero_goodput() -> None:
+    records = [_record(i, error="http_5xx") for i in range(4)]
+    summary = summarize(records, duration_ns=S, slos=parse_slos("ttft:p99<600ms"))
+    assert summary.ok == 0 and "ttft" not in summary.metrics
+    assert summary.goodput is not None and summary.goodput.good == 0
+    assert summary.goodput.fraction == 0.0
+    [verdict] = summary.slos
+    assert verdict.observed is None and not verdict.passed
+    assert [w.kind for w in summary.warnings] == ["errors"]
