@@ -1,0 +1,85 @@
+"""Turning ``ttft bench`` options into library objects: profiles, lists, tokenizer, engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ttft.core.errors import TtftError
+from ttft.workload.tokenizer import ServerTokenizer, Tokenizer
+
+
+@dataclass(frozen=True)
+class Profile:
+    buckets: tuple[int, ...]
+    concurrency: tuple[int, ...]
+    requests: int
+    note: str
+
+
+PROFILES = {
+    # The article's measurement setup (seed section 3.1).
+    "article": Profile((512, 2400, 8000), (1, 8, 32), 200, "512/2400/8000 tokens x c=1/8/32"),
+    # Small enough for the embedded 270M model on 2 CPU cores in about a minute.
+    "quick": Profile((128, 512), (1, 4), 8, "128/512 tokens x c=1/4, 8 requests"),
+}
+
+
+def parse_int_list(text: str, option: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.replace(" ", "").split(",") if part)
+    except ValueError:
+        raise TtftError(
+            f"{option} {text!r} is not a comma-separated list of whole numbers",
+            f"e.g. {option} 512,2400,8000",
+        ) from None
+    if not values or any(v < 1 for v in values):
+        raise TtftError(f"{option} needs numbers of at least 1, not {text!r}")
+    return values
+
+
+def parse_shared_prefix(text: str) -> tuple[int, int]:
+    prefix, sep, suffix = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        values = (int(prefix), int(suffix))
+    except ValueError:
+        raise TtftError(
+            f"--shared-prefix {text!r} is not P:S",
+            "e.g. --shared-prefix 1200:64 (a 1200-token system prompt, 64-token questions)",
+        ) from None
+    if min(values) < 1:
+        raise TtftError("--shared-prefix needs P and S of at least 1 token")
+    return values
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip():
+        raise TtftError(f"--header {text!r} is not 'Name: value'", "e.g. --header 'X-Team: infra'")
+    return name.strip(), value.strip()
+
+
+def make_tokenizer(path: Path | None, server_root: str) -> Tokenizer:
+    """A tokenizer.json when given, else the server's own /tokenize (checked once here)."""
+    if path is not None:
+        from ttft.workload.hf_tokenizer import HFTokenizer
+
+        return HFTokenizer.from_file(path)
+    tokenizer = ServerTokenizer(server_root)
+    try:
+        tokenizer.encode("probe")
+    except TtftError:
+        raise TtftError(
+            f"{server_root} offers no /tokenize endpoint, so prompt lengths cannot be exact",
+            "pass --tokenizer path/to/tokenizer.json (the model's own), or --prompt-file",
+        ) from None
+    return tokenizer
+
+
+def embedded_ctx_size(max_prompt: int, max_tokens: int, slots: int) -> int:
+    """Context for the embedded engine so every slot fits the longest prompt plus its answer."""
+    per_slot = max_prompt + max_tokens + 64
+    total = per_slot * slots
+    return ((total + 1023) // 1024) * 1024

@@ -1,0 +1,147 @@
+"""A whole bench session: prompts built, cold request, warm-up, cells run, results on disk.
+
+Used by ``ttft bench`` and by ``ttft doctor``; the caller brings the target (or a managed engine)
+and gets every record back as well as on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ttft import __version__
+from ttft.core.records import RequestRecord, RunAnchor
+from ttft.core.slo import Slo
+from ttft.core.summary import BenchSummary, summarize_run
+from ttft.load.bench import BenchResult, run_cells
+from ttft.load.calibrate import template_overhead, template_overhead_without_inference
+from ttft.load.plan import WorkloadSpec, build_cells
+from ttft.load.runner import CellPlan
+from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
+from ttft.load.target import Target
+from ttft.workload.arrival import ClosedLoop
+from ttft.workload.tokenizer import Tokenizer
+
+
+@dataclass
+class SessionHooks:
+    """Progress callbacks for a front end; all optional."""
+
+    on_stage: Callable[[str], None] | None = None
+    on_build: Callable[[int, int], None] | None = None
+    on_cell_start: Callable[[CellPlan], None] | None = None
+    on_record: Callable[[RequestRecord], None] | None = None
+
+
+@dataclass
+class SessionResult:
+    records: list[RequestRecord]
+    bench: BenchResult
+    summary: BenchSummary
+    template_overhead: int | None
+    results_path: Path
+    notes: list[str] = field(default_factory=list)
+
+
+def _stage(hooks: SessionHooks, text: str) -> None:
+    if hooks.on_stage is not None:
+        hooks.on_stage(text)
+
+
+def run_session(
+    target: Target,
+    spec: WorkloadSpec,
+    tokenizer: Tokenizer | None,
+    results_path: Path,
+    *,
+    fresh_server: bool = False,
+    slos: tuple[Slo, ...] = (),
+    hooks: SessionHooks | None = None,
+    run_meta: dict[str, Any] | None = None,
+    timeout_s: float = 600.0,
+) -> SessionResult:
+    """Build the workload, then send: a cold request first when ``fresh_server`` (the first
+    request after a start is reported apart), the warm-up (kept, not counted), then each cell."""
+    hooks = hooks or SessionHooks()
+    notes: list[str] = []
+    overhead: int | None = 0
+    uses_files = spec.prompt_file is not None or spec.sharegpt_file is not None
+    if tokenizer is not None and not uses_files and spec.shared_prefix is None:
+        _stage(hooks, "measuring the chat template's own tokens")
+        overhead = (
+            template_overhead_without_inference(target, tokenizer) if spec.api == "chat" else 0
+        )
+        if overhead is None:
+            overhead = asyncio.run(template_overhead(target, tokenizer, spec.api))
+            if fresh_server:
+                fresh_server = False  # that request was the cold one; it is not comparable
+                notes.append("calibration took the server's first request: no cold figure")
+            if overhead is None:
+                notes.append(
+                    "the server reports no token usage: bucket lengths count the content only"
+                )
+    _stage(hooks, "building prompts")
+    # The cold request gets a prompt of its own: reusing a cell's first prompt would hand that
+    # cell a prefix-cache hit.
+    lead_spec = dataclasses.replace(spec, warmup=spec.warmup + (1 if fresh_server else 0))
+    cells, lead_items = build_cells(
+        lead_spec, tokenizer, template_overhead=overhead or 0, progress=hooks.on_build
+    )
+    cold_items = lead_items[:1] if fresh_server else []
+    warmup = lead_items[len(cold_items) :]
+    anchor = RunAnchor.now()
+    with JsonlSink(results_path) as sink:
+        sink.write(
+            {
+                "type": "run",
+                "schema": RESULTS_SCHEMA,
+                "ttft_version": __version__,
+                "wall_time": anchor.wall_time,
+                "target": {"url": target.root, "model": target.model},
+                "template_overhead": overhead,
+                "slos": [s.text for s in slos],
+                **(run_meta or {}),
+            }
+        )
+        lead: list[CellPlan] = []
+        if fresh_server and cells:
+            lead.append(CellPlan(cells[0].cell, cold_items, ClosedLoop(1), phase="cold"))
+        if warmup:
+            lead.append(CellPlan(cells[0].cell, warmup, ClosedLoop(1), phase="warmup"))
+        _stage(hooks, "sending")
+        bench = asyncio.run(
+            run_cells(
+                target,
+                [*lead, *cells],
+                sink,
+                anchor=anchor,
+                on_record=hooks.on_record,
+                on_cell_start=hooks.on_cell_start,
+                timeout_s=timeout_s,
+            )
+        )
+        records = [r for cell in bench.cells for r in cell.records]
+        durations = {c.plan.cell: c.duration_ns for c in bench.cells if c.plan.phase == "warm"}
+        summary = summarize_run(
+            records,
+            duration_ns=durations,
+            slos=slos,
+            meta={
+                "target": target.root,
+                "model": target.model,
+                "server_metrics": {
+                    c.plan.cell: c.server for c in bench.cells if c.plan.phase == "warm"
+                },
+                "engine": bench.engine_kind,
+                "notes": [*notes, *bench.notes],
+            },
+        )
+        sink.write(
+            {"type": "end", "elapsed_s": (time.perf_counter_ns() - anchor.monotonic_ns) / 1e9}
+        )
+    return SessionResult(records, bench, summary, overhead, results_path, [*notes, *bench.notes])
