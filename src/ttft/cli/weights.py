@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from rich.progress import (
 from rich.table import Table
 
 from ttft.weights import MANIFEST_NAME, VerifyOptions, VerifyReport, verify, write_manifest
+from ttft.weights.manifest import list_files
 
 # Files below this get no bar of their own: they finish before a bar would be readable.
 LARGE_FILE_BYTES = 64 * 1024 * 1024
@@ -76,12 +78,11 @@ class _RichHashProgress:
 
 
 def _hash_bytes(path: Path, manifest: Path | None) -> int:
-    """Bytes a verify run will hash, for the overall bar (a cheap overestimate is fine)."""
-    root = path.parent if path.is_file() else path
+    """Bytes a run will hash, for the overall bar (files a manifest skips make it an estimate)."""
     if path.is_file():
         return path.stat().st_size
-    skip = manifest.resolve() if manifest else (root / MANIFEST_NAME).resolve()
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and p.resolve() != skip)
+    skip = {manifest or path / MANIFEST_NAME}
+    return sum(p.stat().st_size for p in list_files(path, exclude=skip))
 
 
 def _size(n: int | None) -> str:
@@ -95,6 +96,9 @@ def _size(n: int | None) -> str:
     return f"{value:.1f} TB"  # pragma: no cover - the loop returns at GB
 
 
+_SHORT_FORMATS = {"safetensors-index": "index"}
+
+
 def _stdout_console(report: VerifyReport) -> Console:
     """A terminal keeps its width; a pipe or CI log gets one wide enough for whole file names."""
     console = Console()
@@ -105,14 +109,16 @@ def _stdout_console(report: VerifyReport) -> Console:
 
 
 def _print_report(console: Console, report: VerifyReport) -> None:
-    console.print(f"[bold]ttft weights verify[/] {escape(report.root)}", soft_wrap=True)
+    console.print(
+        f"[bold]ttft weights verify[/] {escape(report.root)}", soft_wrap=True, highlight=False
+    )
     table = Table()
-    table.add_column("file", no_wrap=True)
-    table.add_column("format")
-    table.add_column("size", justify="right")
-    table.add_column("tensors", justify="right")
-    table.add_column("sha256")
-    table.add_column("status")
+    table.add_column("file", overflow="fold")
+    table.add_column("format", no_wrap=True)
+    table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("tensors", justify="right", no_wrap=True)
+    table.add_column("sha256", no_wrap=True)
+    table.add_column("status", no_wrap=True)
     hash_style = {"ok": "green", "mismatch": "red", "missing": "red", "unlisted": "yellow"}
     for f in report.files:
         errors = sum(p.severity == "error" for p in f.problems)
@@ -127,7 +133,7 @@ def _print_report(console: Console, report: VerifyReport) -> None:
         style = hash_style.get(f.sha256)
         table.add_row(
             escape(f.path),
-            f.format,
+            _SHORT_FORMATS.get(f.format, f.format),
             _size(f.size_bytes),
             "-" if f.tensors is None else str(f.tensors),
             f"[{style}]{sha}[/]" if style else sha,
@@ -137,16 +143,19 @@ def _print_report(console: Console, report: VerifyReport) -> None:
     for p in report.problems:
         mark = "[red]error[/]" if p.severity == "error" else "[yellow]warning[/]"
         line = f"{mark} {escape(p.file)}: {escape(p.describe())} [dim]\\[{p.code}][/]"
-        console.print(line, soft_wrap=True)
+        console.print(line, soft_wrap=True, highlight=False)
     errors, total = len(report.errors), len(report.problems)
     if errors:
         console.print(
             f"[red bold]FAILED[/]: {errors} error(s), {total - errors} warning(s) "
-            f"in {len(report.files)} file(s)"
+            f"in {len(report.files)} file(s)",
+            highlight=False,
         )
     else:
         tail = f" ({total} warning(s))" if total else ""
-        console.print(f"[green bold]OK[/]: {len(report.files)} file(s) verified{tail}")
+        console.print(
+            f"[green bold]OK[/]: {len(report.files)} file(s) verified{tail}", highlight=False
+        )
 
 
 @click.group()
@@ -169,9 +178,7 @@ def weights() -> None:
 @click.option(
     "--workers", type=click.IntRange(min=1), default=None, help="Hashing threads (default: CPUs)."
 )
-@click.pass_context
 def verify_cmd(
-    ctx: click.Context,
     path: Path,
     manifest: Path | None,
     as_json: bool,
@@ -197,7 +204,10 @@ def verify_cmd(
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
         _print_report(_stdout_console(report), report)
-    ctx.exit(0 if report.ok else 1)
+    if not report.ok:
+        # SystemExit rather than ctx.exit: click's non-standalone main() returns ctx.exit codes
+        # instead of raising them, and ttft's main() would then exit 0.
+        sys.exit(1)
 
 
 @weights.command("manifest")

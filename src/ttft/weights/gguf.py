@@ -165,6 +165,23 @@ class GgufFile:
     def data_size(self) -> int:
         return self.file_size - self.data_offset
 
+    def get_str(self, key: str) -> str | None:
+        """A string value (e.g. ``tokenizer.chat_template``); None when absent or not a string."""
+        value = self.metadata.get(key)
+        return value if isinstance(value, str) else None
+
+    def get_int(self, key: str) -> int | None:
+        """An integer value (e.g. ``tokenizer.ggml.bos_token_id``); booleans do not count."""
+        value = self.metadata.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def get_strs(self, key: str) -> list[str] | None:
+        """An array of strings (e.g. ``tokenizer.ggml.tokens``), or None otherwise."""
+        value = self.metadata.get(key)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return [str(v) for v in value]
+        return None
+
 
 class _Reader:
     """Sequential reads from a file through a buffer, each one bounded by the file's size."""

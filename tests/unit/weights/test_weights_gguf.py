@@ -50,6 +50,17 @@ def test_read_gguf_returns_metadata_of_every_type_and_tensor_infos(tiny: Path) -
     assert gguf.data_offset % 32 == 0
 
 
+def test_typed_accessors_return_values_only_of_the_asked_type(tiny: Path) -> None:
+    gguf = read_gguf(tiny)
+    assert gguf.get_str("tokenizer.chat_template") is not None
+    assert gguf.get_str("tiny.block_count") is None
+    assert gguf.get_int("tiny.block_count") == 2
+    assert gguf.get_int("tokenizer.ggml.add_bos_token") is None  # a bool is not a count
+    assert gguf.get_strs("tokenizer.ggml.tokens") == ["<pad>", "<s>", "</s>", "hello", "wörld"]
+    assert gguf.get_strs("tokenizer.ggml.scores") is None
+    assert gguf.get_str("missing.key") is None
+
+
 def test_tiny_gguf_verifies_clean(tiny: Path) -> None:
     report = verify(tiny.parent)
     assert report.ok and report.problems == []

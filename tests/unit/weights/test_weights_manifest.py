@@ -211,6 +211,24 @@ def test_cli_manifest_then_verify_catches_a_flipped_byte(ckpt: Path) -> None:
     assert codes == ["sha256-mismatch"]
 
 
+def test_installed_command_exits_1_when_verify_finds_a_problem(ckpt: Path) -> None:
+    (ckpt / "model-00001-of-00003.safetensors").unlink()
+    code = "from ttft.cli.main import main; main()"
+    result = subprocess.run(
+        [sys.executable, "-c", code, "weights", "verify", str(ckpt)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1 and "shard-missing" in result.stdout
+    clean = ckpt.parent / "clean"
+    clean.mkdir()
+    make_sharded(clean)
+    result = subprocess.run(
+        [sys.executable, "-c", code, "weights", "verify", str(clean)], capture_output=True
+    )
+    assert result.returncode == 0
+
+
 def test_installed_command_exits_2_with_a_clear_message_for_a_missing_folder(
     tmp_path: Path,
 ) -> None:
