@@ -1,0 +1,164 @@
+"""One request rendered, split into its would-be static prefix and its per-request tail.
+
+The static prefix is what a prefix cache could share between requests: everything the template
+renders before the content of the last user message (system prompt, tool definitions, earlier
+turns). Dynamic content found there is attributed to where it came from, because the fix differs:
+a system message can be edited, a template that reads the clock cannot.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ttft.lint.chat_template import TemplateRenderer
+from ttft.lint.dynamic_content import DynamicSpan, find_dynamic
+from ttft.lint.prompts_requests import ChatRequest
+
+# A private-use character pair that no tokenizer or template rewrites: marks where the last
+# user message's content lands in the rendered prompt.
+SENTINEL = "\ue000ttft-last-user-content\ue000"
+
+# Roles whose content is the same for every request of an application, so dynamic content there
+# breaks the cache. Earlier user/assistant turns are history: fixed within one conversation.
+STATIC_ROLES = ("system", "developer")
+
+
+@dataclass(frozen=True)
+class TextPlace:
+    """Where a piece of text sits in a request: message (and content part) and character range."""
+
+    message: int
+    part: int | None  # index in a list-of-parts content, None for string content
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class FoundSpan:
+    """A dynamic span of the rendered prompt and its source in the request."""
+
+    span: DynamicSpan  # offsets in the rendered prompt
+    source: str  # "messages[0] (system)", "tools", "template"
+    place: TextPlace | None  # set when the span can be moved (it lies in a static message)
+
+
+@dataclass(frozen=True)
+class RenderedRequest:
+    request: ChatRequest
+    text: str
+    static_chars: int
+    spans: tuple[FoundSpan, ...]
+
+    @property
+    def static_text(self) -> str:
+        return self.text[: self.static_chars]
+
+
+def last_user_index(messages: list[dict[str, Any]]) -> int:
+    """Index of the last user message (the last message if none is a user's)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "user":
+            return i
+    return len(messages) - 1
+
+
+def render(renderer: TemplateRenderer, request: ChatRequest) -> str:
+    return renderer.render(
+        request.messages, request.tools, where=request.where, extra=request.template_kwargs
+    )
+
+
+def _with_sentinel(request: ChatRequest) -> ChatRequest:
+    messages = [dict(m) for m in request.messages]
+    messages[last_user_index(messages)]["content"] = SENTINEL
+    return replace(request, messages=messages)
+
+
+def static_prefix_chars(renderer: TemplateRenderer, request: ChatRequest, text: str) -> int:
+    """Length of the prompt's prefix that precedes the last user message's content."""
+    marked = render(renderer, _with_sentinel(request))
+    n = min(len(text), len(marked))
+    i = 0
+    while i < n and text[i] == marked[i]:
+        i += 1
+    return i
+
+
+def text_parts(message: dict[str, Any]) -> list[tuple[int | None, str]]:
+    """A message's text as ``(part index, text)`` pairs: one pair for string content."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return [(None, content)]
+    if isinstance(content, list):
+        return [
+            (i, str(p.get("text", "")))
+            for i, p in enumerate(content)
+            if isinstance(p, dict) and p.get("type") == "text"
+        ]
+    return []
+
+
+def locate(request: ChatRequest, needle: str, before: int) -> tuple[str, TextPlace | None] | None:
+    """Where ``needle`` comes from among the messages before index ``before``, or the tools.
+
+    None means it is in earlier conversation turns (history, not an error); a source with no place
+    means it cannot be moved by editing a static message (tools).
+    """
+    for i, message in enumerate(request.messages[:before]):
+        for part, text in text_parts(message):
+            at = text.find(needle)
+            if at < 0:
+                continue
+            role = str(message.get("role"))
+            if role not in STATIC_ROLES:
+                return None
+            return f"messages[{i}] ({role})", TextPlace(i, part, at, at + len(needle))
+    if request.tools and needle in json.dumps(request.tools, ensure_ascii=False):
+        return "tools", None
+    return "template", None
+
+
+def analyse(renderer: TemplateRenderer, request: ChatRequest) -> RenderedRequest:
+    """Render ``request``, find its static prefix and the dynamic content inside it."""
+    text = render(renderer, request)
+    static_chars = static_prefix_chars(renderer, request, text)
+    before = last_user_index(request.messages)
+    found: list[FoundSpan] = []
+    for span in find_dynamic(text[:static_chars]):
+        where = locate(request, span.text, before)
+        if where is not None:
+            found.append(FoundSpan(span, where[0], where[1]))
+    return RenderedRequest(request, text, static_chars, tuple(found))
+
+
+def varying_span(
+    mine: RenderedRequest, other: RenderedRequest, min_shared: float = 0.5
+) -> DynamicSpan | None:
+    """Content of ``mine``'s static prefix that differs from ``other``'s in the middle only.
+
+    Two static prefixes that agree on a long head and a long tail but differ in between hold a
+    value that changes per request (a counter, a quota, an id no detector knows): the prefix cache
+    loses everything after it. Returns the differing middle of ``mine``, widened to whole words.
+    """
+    a, b = mine.static_text, other.static_text
+    if a == b:
+        return None
+    n = min(len(a), len(b))
+    head = 0
+    while head < n and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < n - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    if head + tail < min_shared * max(len(a), len(b)) or tail < 16:
+        return None
+    start, end = head, len(a) - tail
+    while start > 0 and not a[start - 1].isspace():
+        start -= 1
+    while end < len(a) and not a[end].isspace():
+        end += 1
+    if end <= start or end - start > 200:
+        return None
+    return DynamicSpan(start, end, "varying", a[start:end], "request")
