@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ttft.core.errors import TtftError
-from ttft.weights.gguf import GGML_TYPES, GgufFile, GgufFormatError, GgufTensor, read_gguf
+from ttft.weights.ggml_types import GGML_TYPES
+from ttft.weights.gguf import GgufFile, GgufFormatError, GgufTensor, read_gguf
 from ttft.weights.problems import Problem
 
 
