@@ -1,0 +1,305 @@
+"""Turn an engine's launch command line into flags we can reason about.
+
+Understands ``vllm serve MODEL ...``, ``python -m vllm.entrypoints.openai.api_server ...``,
+``python -m sglang.launch_server ...``, ``sglang serve ...`` and ``llama-server ...`` (any path),
+with leading ``VAR=value`` environment assignments, ``--flag=value`` forms and (vLLM) underscores in
+flag names. Container command lines are understood when the image is one of the engines' own
+(``vllm/vllm-openai``, ``ghcr.io/ggml-org/llama.cpp:server``); the arguments after the image are the
+engine's. A command line may come as tokens (``ttft lint engine -- vllm serve ...``), as one quoted
+string, or from a shell script / Dockerfile line, in which case each token keeps its line number.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from ttft.core.errors import TtftError
+from ttft.lint.engine_flags import LLAMACPP_ENV, TABLES, FlagSpec
+from ttft.lint.findings import Location
+
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp llama-server"}
+COMMAND_LINE = "<command line>"
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str
+    index: int  # position in the whole command line, 0-based
+    line: int | None = None  # line in the source file, when read from one
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One flag occurrence; ``spec`` is None for a flag the tables do not know."""
+
+    flag: str  # as written, before any ``=value``
+    spec: FlagSpec | None
+    value: str | None  # "true"/"false" for switches, the value otherwise
+    token: Token
+
+    @property
+    def canonical(self) -> str:
+        return self.spec.canonical if self.spec else self.flag.lstrip("-")
+
+
+@dataclass(frozen=True)
+class EngineCommand:
+    engine: str  # "vllm", "sglang" or "llamacpp"
+    tokens: tuple[Token, ...]
+    args: tuple[Arg, ...]
+    positionals: tuple[Token, ...]
+    env: tuple[tuple[str, str], ...]
+    source: str = COMMAND_LINE
+
+    def get(self, canonical: str) -> Arg | None:
+        """The last occurrence of a flag (argparse and llama.cpp both let the last one win)."""
+        found = [a for a in self.args if a.canonical == canonical]
+        return found[-1] if found else None
+
+    def value(self, canonical: str) -> str | None:
+        arg = self.get(canonical)
+        return arg.value if arg else None
+
+    def env_value(self, name: str) -> str | None:
+        for key, value in self.env:
+            if key == name:
+                return value
+        return None
+
+    def location(self, token: Token | None = None) -> Location:
+        """Where a token is: its line in a file, or its index on a command line."""
+        if token is None:
+            token = self.tokens[0] if self.tokens else Token("", 0)
+        if token.line is not None:
+            return Location(self.source, token.line)
+        return Location(self.source, offset=token.index, offset_unit="token")
+
+    def text(self) -> str:
+        return " ".join(shlex.quote(t.text) for t in self.tokens)
+
+
+# --- reading command lines ------------------------------------------------------------------
+
+
+def tokens_from_argv(argv: list[str]) -> list[Token]:
+    """Tokens given on our own command line; a single string with spaces is split like a shell."""
+    if len(argv) == 1 and (" " in argv[0] or "\n" in argv[0]):
+        return tokens_from_text(argv[0])
+    return [Token(t, i) for i, t in enumerate(argv)]
+
+
+def tokens_from_text(text: str, first_line: int | None = None) -> list[Token]:
+    """Split shell text (with ``\\`` continuations) into tokens that remember their line."""
+    out: list[Token] = []
+    lines = text.splitlines() or [""]
+    for offset, raw in enumerate(lines):
+        line = raw.rstrip()
+        if line.endswith("\\"):
+            line = line[:-1]
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError as exc:
+            where = f" (line {first_line + offset})" if first_line is not None else ""
+            raise TtftError(
+                f"cannot split the command line{where}: {exc}", "check the quotes"
+            ) from None
+        for word in words:
+            line_no = first_line + offset if first_line is not None else None
+            out.append(Token(word, len(out), line_no))
+    return out
+
+
+_LAUNCHER = re.compile(
+    r"(^|/)(vllm|llama-server(\.exe)?|sglang)$|vllm\.entrypoints|sglang\.launch_server|"
+    r"vllm-openai|llama\.cpp:server"
+)
+
+
+def command_from_file(path: Path) -> tuple[list[Token], str]:
+    """The first engine launch command in a shell script, Dockerfile or compose-style file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TtftError(f"{path}: no such file", "pass a script that launches the engine") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TtftError(f"{path}: cannot read ({exc})") from None
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        start = i
+        block = [lines[i]]
+        while block[-1].rstrip().endswith("\\") and i + 1 < len(lines):
+            i += 1
+            block.append(lines[i])
+        i += 1
+        joined = " ".join(block)
+        if _LAUNCHER.search(joined.replace("\\", " ")) and not joined.lstrip().startswith("#"):
+            # Dockerfile instructions and `exec` are not part of the engine's command line.
+            first = re.sub(r"^\s*(RUN|CMD|ENTRYPOINT|exec)\s+", "", block[0])
+            return tokens_from_text("\n".join([first, *block[1:]]), start + 1), str(path)
+    raise TtftError(
+        f"{path}: no vllm, sglang or llama-server command found",
+        "pass the command line after -- instead",
+    )
+
+
+# --- detecting the engine -------------------------------------------------------------------
+
+
+def _strip_env(tokens: list[Token]) -> tuple[list[Token], list[tuple[str, str]]]:
+    env: list[tuple[str, str]] = []
+    rest = list(tokens)
+    if rest and rest[0].text == "env":
+        rest = rest[1:]
+    while rest and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", rest[0].text):
+        key, _, value = rest[0].text.partition("=")
+        env.append((key, value))
+        rest = rest[1:]
+    return rest, env
+
+
+def detect(tokens: list[Token], engine: str | None = None) -> tuple[str, list[Token]]:
+    """The engine and the tokens that are its arguments (after ``serve``, the module, the image)."""
+    rest, _env = _strip_env(tokens)
+    if engine is not None:
+        return engine, _after_launcher(rest, engine)
+    texts = [t.text for t in rest]
+    for i, text in enumerate(texts):
+        base = text.rsplit("/", 1)[-1]
+        nxt = texts[i + 1] if i + 1 < len(texts) else ""
+        if base == "vllm" and nxt == "serve":
+            return "vllm", rest[i + 2 :]
+        if base == "sglang" and nxt == "serve":
+            return "sglang", rest[i + 2 :]
+        if text == "-m" and nxt.startswith("vllm.entrypoints."):
+            return "vllm", rest[i + 2 :]
+        if text == "-m" and nxt in ("sglang.launch_server", "sglang.launch_server.py"):
+            return "sglang", rest[i + 2 :]
+        if base in ("llama-server", "llama-server.exe"):
+            return "llamacpp", rest[i + 1 :]
+        if re.search(r"(^|/)vllm-openai(:|$)", text):
+            return "vllm", rest[i + 1 :]
+        if re.search(r"llama\.cpp:(full-|light-)?server", text):
+            return "llamacpp", rest[i + 1 :]
+    raise TtftError(
+        "cannot tell which engine this command line starts",
+        "start it with `vllm serve`, `python -m vllm.entrypoints.openai.api_server`, "
+        "`python -m sglang.launch_server` or `llama-server`, or pass --engine vllm|sglang|llamacpp",
+    )
+
+
+def _after_launcher(tokens: list[Token], engine: str) -> list[Token]:
+    """With --engine given: the arguments start at the first flag (after ``python -m MODULE``)."""
+    i = 0
+    while i < len(tokens):
+        text = tokens[i].text
+        if text == "-m" and engine != "llamacpp":  # llama-server's -m is its model flag
+            i += 2
+            continue
+        if text.startswith("-"):
+            return tokens[i:]
+        i += 1
+    return []
+
+
+# --- parsing flags --------------------------------------------------------------------------
+
+
+def parse(
+    tokens: list[Token], engine: str | None = None, source: str = COMMAND_LINE
+) -> EngineCommand:
+    """Parse a whole command line (environment, launcher, flags) into an ``EngineCommand``."""
+    if not tokens:
+        raise TtftError("empty command line", "pass the engine's command line after --")
+    _rest, env = _strip_env(tokens)
+    kind, arg_tokens = detect(tokens, engine)
+    table = TABLES[kind]
+    args: list[Arg] = []
+    positionals: list[Token] = []
+    i = 0
+    while i < len(arg_tokens):
+        tok = arg_tokens[i]
+        text = tok.text
+        if not text.startswith("-") or _is_number(text):
+            positionals.append(tok)
+            i += 1
+            continue
+        flag, eq, inline = text.partition("=")
+        if kind == "vllm" and flag.startswith("--"):
+            flag = flag.replace("_", "-")  # vLLM's parser accepts --max_num_seqs
+        spec = table.get(flag) or _by_prefix(table, flag, kind)
+        nxt = arg_tokens[i + 1].text if i + 1 < len(arg_tokens) else None
+        value: str | None
+        consumed = 1
+        if spec is None:
+            # Unknown flag: guess that a following non-flag token is its value.
+            if eq:
+                value = inline
+            elif nxt is not None and (not nxt.startswith("-") or _is_number(nxt)):
+                value, consumed = nxt, 2
+            else:
+                value = None
+        elif eq:
+            value = inline
+        elif spec.kind == "v":
+            if nxt is None:
+                value = None
+            else:
+                value, consumed = nxt, 2
+        elif spec.kind == "n":
+            values = []
+            j = i + 1
+            while j < len(arg_tokens) and not arg_tokens[j].text.startswith("-"):
+                values.append(arg_tokens[j].text)
+                j += 1
+            value, consumed = " ".join(values), j - i
+        elif spec.kind == "o":
+            if nxt is not None and not nxt.startswith("-") and _looks_like_choice(nxt):
+                value, consumed = nxt, 2
+            else:
+                value = None
+        else:  # f, b
+            value = "false" if flag in spec.negative else "true"
+        args.append(Arg(flag, spec, value, tok))
+        i += consumed
+    if kind == "llamacpp":
+        args = _llama_env_args(env, args, tokens)
+    return EngineCommand(kind, tuple(tokens), tuple(args), tuple(positionals), tuple(env), source)
+
+
+def _is_number(text: str) -> bool:
+    return re.fullmatch(r"-?\d+(\.\d+)?", text) is not None
+
+
+def _looks_like_choice(text: str) -> bool:
+    return text.lower() in {"on", "off", "auto", "true", "false", "1", "0", "enabled", "disabled"}
+
+
+def _by_prefix(table: dict[str, FlagSpec], flag: str, kind: str) -> FlagSpec | None:
+    """argparse accepts unambiguous prefixes of long flags (SGLang's ``--tp`` is ``--tp-size``)."""
+    if kind != "sglang" or not flag.startswith("--") or len(flag) < 4:
+        return None
+    matches = {spec.canonical: spec for name, spec in table.items() if name.startswith(flag)}
+    return next(iter(matches.values())) if len(matches) == 1 else None
+
+
+def _llama_env_args(env: list[tuple[str, str]], args: list[Arg], tokens: list[Token]) -> list[Arg]:
+    """``LLAMA_ARG_*`` variables act as flags when the command line does not set the same flag."""
+    table = TABLES["llamacpp"]
+    out = list(args)
+    given = {a.canonical for a in args}
+    for key, value in env:
+        flag = LLAMACPP_ENV.get(key)
+        if flag is None:
+            continue
+        spec = table[flag]
+        if spec.canonical in given:
+            continue
+        token = next((t for t in tokens if t.text.startswith(key + "=")), tokens[0])
+        if spec.kind in ("f", "b"):
+            value = "true" if value.lower() in ("1", "true", "on", "enabled") else "false"
+        out.insert(0, Arg(key, spec, value, token))
+    return out

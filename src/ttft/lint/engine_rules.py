@@ -1,0 +1,376 @@
+"""Checks of an engine's launch flags against what the article measured to cost TTFT.
+
+Each rule reads a parsed ``EngineCommand`` and returns findings pointing at the token (or, for a
+missing flag, at the launcher). The numbers quoted come from the seed article (an 8B model on one
+80 GB GPU, 2400-token prompts at concurrency 32) and from the embedded llama-server on this
+project's CPU machines (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ttft.lint.engine_cmdline import ENGINE_NAMES, Arg, EngineCommand
+from ttft.lint.findings import Finding, Location, Severity
+
+# The range worth sweeping for the per-step token budget: start at 2048, sweep 1024/2048/4096.
+BUDGET_LOW, BUDGET_START, BUDGET_HIGH = 1024, 2048, 4096
+# Above this fraction of GPU memory for weights + KV, a burst leaves no headroom: preemption.
+MEMORY_RISKY = 0.92
+LLAMA_DEFAULT_SLOTS = 4  # -np auto gives 4 slots on the embedded build (DESIGN.md)
+
+
+@dataclass(frozen=True)
+class EngineLintOptions:
+    expected_concurrency: int | None = None
+    gpu: bool = True  # a GPU deployment; False: CPU-only, where GPU levers are moot
+
+
+Rule = Callable[[EngineCommand, EngineLintOptions], list[Finding]]
+
+
+def finding_at(
+    cmd: EngineCommand,
+    rule: str,
+    severity: Severity,
+    title: str,
+    message: str,
+    at: Arg | None,
+    fix: str,
+    gain: str = "",
+) -> Finding:
+    loc: Location = cmd.location(at.token if at else None)
+    return Finding(rule, severity, title, message, loc, fix, gain)
+
+
+def parse_count(text: str | None) -> int | None:
+    """``2048``, ``2k`` (2000), ``2K`` (2048), ``1M``: vLLM's human-readable integers."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"(-?\d+(?:\.\d+)?)([kKmMgG]?)", text.strip())
+    if not m:
+        return None
+    scale = {"": 1, "k": 1000, "K": 1024, "m": 10**6, "M": 2**20, "g": 10**9, "G": 2**30}
+    return int(float(m.group(1)) * scale[m.group(2)])
+
+
+def parse_float(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def is_false(value: str | None) -> bool:
+    return value is not None and value.lower() in ("false", "0", "off", "no", "disabled")
+
+
+# --- common ---------------------------------------------------------------------------------
+
+
+def rule_flag_table(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
+    out: list[Finding] = []
+    name = ENGINE_NAMES[cmd.engine]
+    for arg in cmd.args:
+        spec = arg.spec
+        if spec is None:
+            out.append(
+                finding_at(
+                    cmd,
+                    "engine/unknown-flag",
+                    Severity.INFO,
+                    f"Flag not known to ttft: {arg.flag}",
+                    f"{arg.flag} is not in ttft's table of {name} flags; it may be newer than "
+                    "the table or misspelled. Its effect on TTFT is not checked.",
+                    arg,
+                    f"check the spelling against `{_help(cmd.engine)}`",
+                )
+            )
+        elif spec.status == "removed":
+            out.append(
+                finding_at(
+                    cmd,
+                    "engine/removed-flag",
+                    Severity.WARNING,
+                    f"{arg.flag} no longer exists",
+                    f"Current {name} versions reject {arg.flag}: the server would not start.",
+                    arg,
+                    f"use {spec.replacement}" if spec.replacement != "nothing" else "remove it",
+                )
+            )
+        elif spec.status == "deprecated":
+            out.append(
+                finding_at(
+                    cmd,
+                    "engine/deprecated-flag",
+                    Severity.INFO,
+                    f"{arg.flag} is deprecated",
+                    f"{name} still accepts {arg.flag} but will drop it.",
+                    arg,
+                    f"use {spec.replacement}" if spec.replacement != "nothing" else "remove it",
+                )
+            )
+        elif spec.takes_value and not arg.value:
+            out.append(
+                finding_at(
+                    cmd,
+                    "engine/missing-value",
+                    Severity.WARNING,
+                    f"{arg.flag} has no value",
+                    f"{arg.flag} takes a value but the command line ends after it.",
+                    arg,
+                    f"give {arg.flag} a value",
+                )
+            )
+    return out
+
+
+def _help(engine: str) -> str:
+    return {"vllm": "vllm serve --help", "sglang": "python -m sglang.launch_server --help"}.get(
+        engine, "llama-server --help"
+    )
+
+
+def rule_token_budget(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
+    flag = "max-num-batched-tokens" if cmd.engine == "vllm" else "chunked-prefill-size"
+    if cmd.engine not in ("vllm", "sglang"):
+        return []
+    arg = cmd.get(flag)
+    rule = f"{cmd.engine}/token-budget"
+    sweep = f"--{flag} {BUDGET_START}, then sweep {BUDGET_LOW}/{BUDGET_START}/{BUDGET_HIGH}"
+    if arg is None:
+        default = (
+            "2048 or 8192 by GPU memory (vLLM V1 API server)"
+            if cmd.engine == "vllm"
+            else "chosen from GPU memory (2048 to 16384)"
+        )
+        return [
+            finding_at(
+                cmd,
+                rule,
+                Severity.INFO,
+                "Per-step token budget left at the default",
+                f"--{flag} is not set, so the engine picks {default}. The budget decides how "
+                "much prefill shares a step with decodes: too big slows every running stream's "
+                "next token, too small stretches a long prompt's prefill over many steps. The "
+                "article started at 2048 and swept it on its own length distribution.",
+                None,
+                sweep,
+                "a budget fitted to your prompt lengths",
+            )
+        ]
+    value = parse_count(arg.value)
+    if value is None:
+        return []
+    if cmd.engine == "sglang" and value < 0:
+        return [
+            finding_at(
+                cmd,
+                "sglang/chunked-prefill",
+                Severity.WARNING,
+                "Chunked prefill disabled",
+                "--chunked-prefill-size -1 turns chunked prefill off: a long prompt's prefill "
+                "runs in one piece and every other request waits behind it (head-of-line "
+                "blocking; p50 fine, p99 bad).",
+                arg,
+                sweep,
+                "short requests stop waiting behind long prefills (p99 TTFT)",
+            )
+        ]
+    if value < BUDGET_LOW:
+        return [
+            finding_at(
+                cmd,
+                rule,
+                Severity.WARNING,
+                "Token budget below the range worth sweeping",
+                f"--{flag} {value}: a 2400-token prompt needs {-(-2400 // max(value, 1))} steps "
+                "of prefill, each shared with decodes, so its first token waits for all of them.",
+                arg,
+                sweep,
+                "fewer prefill steps per long prompt",
+            )
+        ]
+    if value > BUDGET_HIGH:
+        return [
+            finding_at(
+                cmd,
+                rule,
+                Severity.INFO,
+                "Token budget above the range worth sweeping",
+                f"--{flag} {value}: steps that big make running streams wait for whole long "
+                "prefills between tokens (TPOT) and can hold newer short prompts back. Worth "
+                "measuring against smaller budgets.",
+                arg,
+                sweep,
+                "steadier TPOT; sometimes lower p99 TTFT",
+            )
+        ]
+    return []
+
+
+def rule_memory(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
+    flag = {"vllm": "gpu-memory-utilization", "sglang": "mem-fraction-static"}.get(cmd.engine)
+    if flag is None:
+        return []
+    arg = cmd.get(flag)
+    value = parse_float(arg.value) if arg else None
+    if arg is None or value is None or value <= MEMORY_RISKY:
+        return []
+    return [
+        finding_at(
+            cmd,
+            f"{cmd.engine}/memory-utilization",
+            Severity.WARNING,
+            "Memory fraction leaves no headroom",
+            f"--{flag} {value:g}: with so little headroom, activation peaks and bursts push the "
+            "KV cache to its limit and running requests get preempted (their KV thrown away and "
+            "recomputed), which is what makes p99 TTFT explode. The article kept KV usage at "
+            "80-90% with zero preemptions, at --gpu-memory-utilization 0.88.",
+            arg,
+            f"--{flag} 0.88 (then watch KV usage and the preemption counter under load)",
+            "no preemptions under bursts (p99 TTFT)",
+        )
+    ]
+
+
+def rule_concurrency_cap(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
+    flag = {"vllm": "max-num-seqs", "sglang": "max-running-requests", "llamacpp": "parallel"}[
+        cmd.engine
+    ]
+    expected = opts.expected_concurrency
+    if expected is None:
+        return []
+    arg = cmd.get(flag)
+    spelled = "-np/--parallel" if cmd.engine == "llamacpp" else f"--{flag}"
+    rule = f"{cmd.engine}/concurrency-cap"
+    value = parse_count(arg.value) if arg else None
+    if cmd.engine == "llamacpp" and (value is None or value < 0):
+        value = LLAMA_DEFAULT_SLOTS  # -np unset or -1 (auto)
+    if value is None:
+        return []
+    if value < expected:
+        staircase = (
+            " On the embedded llama-server, 4 concurrent ~600-token prompts with -np 1 got "
+            "first tokens at 1.2 / 2.7 / 4.2 / 5.8 s."
+            if cmd.engine == "llamacpp"
+            else " At concurrency 32 the article found queueing to be 45% of TTFT."
+        )
+        implicit = " (the default)" if arg is None else ""
+        return [
+            finding_at(
+                cmd,
+                rule,
+                Severity.WARNING,
+                "Concurrency cap below the expected load",
+                f"{spelled} {value}{implicit} runs at most {value} requests at once, but "
+                f"{expected} are expected: the other {expected - value} wait in a queue before "
+                f"their prefill even starts.{staircase}",
+                arg,
+                f"{spelled} {expected}"
+                + (" (and -c large enough for all slots)" if cmd.engine == "llamacpp" else ""),
+                "no queueing at the expected load",
+            )
+        ]
+    if value > 4 * expected and value > 64:
+        return [
+            finding_at(
+                cmd,
+                rule,
+                Severity.INFO,
+                "Concurrency cap far above the expected load",
+                f"{spelled} {value} with {expected} expected: a burst is admitted all at once, "
+                "and admitted requests share prefill and KV cache instead of queueing. The "
+                "article saw p99 TTFT go from 800 ms to 4 s when raising the cap from 64 to "
+                "256, and chose 64 for p99 < 600 ms.",
+                arg,
+                f"sweep {spelled} around your knee (e.g. {expected}, {2 * expected}, "
+                f"{4 * expected}) and keep the largest that meets the p99 SLO",
+                "bounded p99 TTFT under bursts",
+            )
+        ]
+    return []
+
+
+def rule_kv_quantized(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
+    flags = ("cache-type-k", "cache-type-v") if cmd.engine == "llamacpp" else ("kv-cache-dtype",)
+    out: list[Finding] = []
+    for flag in flags:
+        arg = cmd.get(flag)
+        if arg is None:
+            continue
+        value = (arg.value or "").lower()
+        if not value or value in ("auto", "f16", "bf16", "bfloat16", "f32", "float16"):
+            continue
+        out.append(
+            finding_at(
+                cmd,
+                f"{cmd.engine}/kv-cache-quantized",
+                Severity.WARNING,
+                "Quantized KV cache needs a quality check",
+                f"{arg.flag} {arg.value} stores keys/values at reduced precision. It roughly "
+                "doubles KV capacity (the article: 24 -> 47 concurrent requests, -160 ms p50) "
+                "but changes every attention score; answers can waver, most past ~8K context.",
+                arg,
+                "keep it only after a quality regression on your long-context prompts; "
+                "otherwise drop the flag (auto/f16)",
+                "no silent quality loss",
+            )
+        )
+    return out
+
+
+def rule_cuda_graphs(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
+    flag = {"vllm": "enforce-eager", "sglang": "disable-cuda-graph"}.get(cmd.engine)
+    arg = cmd.get(flag) if flag else None
+    if arg is None or is_false(arg.value):
+        return []
+    if not opts.gpu:
+        return [
+            finding_at(
+                cmd,
+                f"{cmd.engine}/cuda-graphs",
+                Severity.INFO,
+                "CUDA graphs off (moot on CPU)",
+                f"{arg.flag} disables CUDA graphs; on a CPU-only deployment there are none.",
+                arg,
+                f"remove {arg.flag} before moving to GPUs",
+            )
+        ]
+    return [
+        finding_at(
+            cmd,
+            f"{cmd.engine}/cuda-graphs",
+            Severity.WARNING,
+            "CUDA graphs disabled",
+            f"{arg.flag} launches every kernel from Python instead of replaying captured CUDA "
+            "graphs; each decode step (including the one that emits the first token) pays the "
+            "launch overhead. The article got -180 ms p50 from CUDA graphs.",
+            arg,
+            f"remove {arg.flag}",
+            "about -180 ms p50 in the article",
+        )
+    ]
+
+
+def rule_offload(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
+    arg = cmd.get("cpu-offload-gb")
+    value = parse_float(arg.value) if arg else None
+    if arg is None or not value:
+        return []
+    return [
+        finding_at(
+            cmd,
+            f"{cmd.engine}/cpu-offload",
+            Severity.WARNING,
+            "Weights offloaded to CPU memory",
+            f"{arg.flag} {arg.value}: those weights cross PCIe on every forward pass, prefill "
+            "included. Offload moves weights, it does not make them faster: TTFT gets worse.",
+            arg,
+            f"remove {arg.flag}; fit the model with a smaller --max-model-len, fewer sequences "
+            "or more GPUs",
+            "prefill at full GPU speed",
+        )
+    ]
