@@ -16,6 +16,10 @@ from ttft.core.errors import TtftError
 
 # name -> (module:attribute, one-line purpose shown by `ttft --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": (
+        "ttft.cli.bench:bench",
+        "Measure streaming TTFT at the client per prompt length x load; compare runs.",
+    ),
     "serve": (
         "ttft.cli.serve:serve",
         "Run the embedded llama-server (Gemma 3 270M) in the foreground.",
@@ -60,7 +64,10 @@ def cli() -> None:
 def main() -> None:
     """Entry point: user errors become one clear message and exit code 2, never a traceback."""
     try:
-        cli.main(standalone_mode=False)
+        # Without standalone mode click returns a command's exit code instead of exiting.
+        code = cli.main(standalone_mode=False)
+        if isinstance(code, int) and code != 0:
+            sys.exit(code)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(130)
