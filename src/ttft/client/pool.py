@@ -1,9 +1,11 @@
 """Connections on asyncio's Protocol API, and a keep-alive pool with no cap of its own.
 
-Why a Protocol and not streams: ``data_received`` runs straight from the event loop's select, so
-the clock is read once per read before any task switch; a stream reader would stamp the bytes only
-after its task was woken, which at hundreds of concurrent streams can be milliseconds later. The
-whole response is parsed inside the callback; the awaiting task wakes once, when it is over.
+Timestamps: ``data_received`` runs straight from the event loop's select, so the clock is read
+before any task switch (a stream reader would stamp bytes only once its task was woken). And it
+does nothing else: it stamps the read and queues it in the pool's ``_Inbox``; parsing happens in
+one callback after every socket of that select has been stamped. Token streams are bursty (an
+engine emits a token to every running stream at each decode step): parsing each read where it
+arrives would stamp the 256th stream of a burst only after 255 parses, milliseconds late.
 """
 
 from __future__ import annotations
@@ -23,24 +25,67 @@ from ttft.client.http import ResponseParser
 _clock = time.perf_counter_ns
 
 
+class _Inbox:
+    """Stamped reads waiting to be parsed, in arrival order, across a pool's connections."""
+
+    __slots__ = ("_items", "_loop", "_scheduled")
+
+    def __init__(self) -> None:
+        self._items: list[tuple[_Connection, bytes | None, int, str]] = []
+        self._scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def put(self, conn: _Connection, data: bytes | None, t_ns: int, reason: str = "") -> None:
+        """Queue a read (``data``) or the peer's close (``None``) stamped ``t_ns``."""
+        self._items.append((conn, data, t_ns, reason))
+        if not self._scheduled:
+            self._scheduled = True
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            self._loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._scheduled = False
+        items, self._items = self._items, []
+        for conn, data, t_ns, reason in items:
+            if data is None:
+                conn._process_close(t_ns, reason)
+            else:
+                conn._process(data, t_ns)
+
+
 class _Connection(asyncio.Protocol):
     """One TCP (or TLS) connection carrying one request at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, inbox: _Inbox) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.requests = 0
+        self._inbox = inbox
         self._parser: ResponseParser | None = None
         self._waiter: asyncio.Future[bool] | None = None
 
-    # -- asyncio callbacks ---------------------------------------------------------------
+    # -- asyncio callbacks: stamp and queue, nothing more -------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        t_ns = _clock()
+        self._inbox.put(self, data, _clock())
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        self._inbox.put(self, None, _clock())
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._inbox.put(self, None, _clock(), str(exc) if exc else "")
+
+    # -- parsing, from the inbox -------------------------------------------------------------
+
+    def _process(self, data: bytes, t_ns: int) -> None:
         parser = self._parser
         if parser is None:
             self.abort()  # bytes nobody asked for: the connection cannot be trusted any more
@@ -53,13 +98,16 @@ class _Connection(asyncio.Protocol):
         if over:
             self._settle(parser.reusable and not parser.stopped)
 
-    def eof_received(self) -> bool:
-        self._peer_closed(_clock(), "")
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self._peer_closed(_clock(), str(exc) if exc else "")
+    def _process_close(self, t_ns: int, reason: str) -> None:
+        parser = self._parser
+        if parser is None:
+            return
+        try:
+            parser.eof(t_ns, reason)
+        except BaseException as exc:
+            self._fail(exc)
+            return
+        self._settle(False)
 
     # -- used by the pool ------------------------------------------------------------------
 
@@ -82,18 +130,6 @@ class _Connection(asyncio.Protocol):
         self._parser = None
         if self.transport is not None:
             self.transport.abort()
-
-    def _peer_closed(self, t_ns: int, reason: str) -> None:
-        self.closed = True
-        parser = self._parser
-        if parser is None:
-            return
-        try:
-            parser.eof(t_ns, reason)
-        except BaseException as exc:
-            self._fail(exc)
-            return
-        self._settle(False)
 
     def _settle(self, reusable: bool) -> None:
         waiter, self._waiter, self._parser = self._waiter, None, None
@@ -144,6 +180,7 @@ class ConnectionPool:
         self._all: set[_Connection] = set()
         self._addresses: list[tuple[str, int]] | None = None
         self._limit = asyncio.Semaphore(max_connections) if max_connections else None
+        self._inbox = _Inbox()
         self._closed = False
         self.stats = PoolStats()
 
@@ -228,7 +265,7 @@ class ConnectionPool:
             try:
                 async with asyncio.timeout(self._connect_timeout_s):
                     _, conn = await loop.create_connection(
-                        _Connection, ip, port, ssl=self._ssl,
+                        lambda: _Connection(self._inbox), ip, port, ssl=self._ssl,
                         server_hostname=self.host if self._ssl is not None else None,
                     )
                 return conn

@@ -54,10 +54,17 @@ class SseDecoder:
             lines = buf.split(b"\n")
         self._pending = lines.pop()  # after the last line end: unfinished (often b"")
         events: list[SseEvent] = []
+        data = self._data
         for line in lines:
-            event = self._line(line)
-            if event is not None:
-                events.append(event)
+            # Inlined fast path for the two lines LLM servers send: "data: ..." and "".
+            if line[:5] == b"data:":
+                value = line[6:] if line[5:6] == b" " else line[5:]
+                data.append(value.decode("utf-8", "replace"))
+            else:
+                event = self._line(line)
+                if event is not None:
+                    events.append(event)
+                    data = self._data
         return events
 
     def finish(self) -> list[SseEvent]:

@@ -47,6 +47,7 @@ class RequestLog:
     tag: Any
     received_ns: int
     events: list[tuple[str, int]] = field(default_factory=list)  # (kind, perf_counter_ns)
+    headers: dict[str, str] = field(default_factory=dict)  # request headers, names lower-cased
 
     def first(self, *kinds: str) -> int | None:
         return next((t for kind, t in self.events if kind in kinds), None)
@@ -102,7 +103,7 @@ class _Conn(asyncio.Protocol):
         if head_end < 0:
             return
         lines = self.buf[:head_end].decode("latin-1").split("\r\n")
-        headers = {}
+        headers: dict[str, str] = {}
         for line in lines[1:]:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
@@ -114,9 +115,11 @@ class _Conn(asyncio.Protocol):
         method, _, rest = lines[0].partition(" ")
         target = rest.rpartition(" ")[0]
         self.busy = True
-        self._respond(method, target, body, received_ns)
+        self._respond(method, target, headers, body, received_ns)
 
-    def _respond(self, method: str, target: str, raw: bytes, received_ns: int) -> None:
+    def _respond(
+        self, method: str, target: str, headers: dict[str, str], raw: bytes, received_ns: int
+    ) -> None:
         path, _, query = target.partition("?")
         if method == "GET" and path == "/_ttft/logs":
             snapshot = self.server.snapshot(clear="clear=1" in query)
@@ -135,7 +138,8 @@ class _Conn(asyncio.Protocol):
             self._send_json(400, {"error": {"message": f"bad request: {exc}"}})
             return
         index = self.server._next_index()
-        self.log = RequestLog(index, self.id, path, body.get("ttft_tag"), received_ns)
+        self.log = RequestLog(index, self.id, path, body.get("ttft_tag"), received_ns,
+                              headers=headers)
         self.server.logs.append(self.log)
         self.pieces = render(script, api, index, self.server.model)
         self.next_piece = 0

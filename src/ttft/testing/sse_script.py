@@ -48,6 +48,7 @@ class Script:
     gzip: bool = False  # gzip the body (each event sync-flushed, so it still streams)
     crlf: bool = False  # end SSE lines with CRLF
     keep_alive: bool = True
+    ignore_stream: bool = False  # answer one JSON completion, as servers that ignore stream=true
 
     def merged(self, overrides: dict[str, Any] | None) -> Script:
         """This script with the given fields replaced (unknown fields are an error)."""
@@ -112,6 +113,15 @@ def render(script: Script, api: str, index: int, model: str) -> list[Piece]:
                      + ([] if script.keep_alive else [("Connection", "close")]))
         return [Piece(at, "head", head + body, close=not script.keep_alive)]
 
+    if script.ignore_stream:
+        text = "".join(script.token_texts())
+        choice = ({"index": 0, "message": {"role": "assistant", "content": text}}
+                  if api == "chat" else {"index": 0, "text": text})
+        body = json.dumps({"id": f"x-{index}", "model": model, "choices": [choice]}).encode()
+        at += _ms(script.first_token_delay_ms)
+        head = _head(200, [("Content-Type", "application/json"),
+                           ("Content-Length", str(len(body)))])
+        return [Piece(at, "head", head + body)]
     events = _events(script, api, index, model, at)
     return _frame(script, at, events)
 
