@@ -20,6 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ttft.cli.bench:bench",
         "Measure streaming TTFT at the client per prompt length x load; compare runs.",
     ),
+    "lint": (
+        "ttft.cli.lint:lint",
+        "Static checks that catch TTFT killers: nginx configs, engine flags, prompts.",
+    ),
     "serve": (
         "ttft.cli.serve:serve",
         "Run the embedded llama-server (Gemma 3 270M) in the foreground.",

@@ -16,6 +16,7 @@ missing include becomes a ``ConfigProblem`` with file and line instead of an exc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,9 +266,12 @@ def load(path: str | Path) -> NginxConfig:
 
 
 def _clean(message: str) -> str:
-    """crossplane appends ``in FILE:LINE`` to some messages; we carry file and line apart."""
-    head, sep, _tail = message.rpartition(" in ")
-    return head if sep and ":" in _tail else message
+    """crossplane's messages without the ``in FILE:LINE`` tail (we carry both apart)."""
+    missing = re.match(r"\[Errno 2\] No such file or directory: '(.*)'$", message)
+    if missing:
+        return f"included file not found: {missing.group(1)}"
+    head, sep, tail = message.rpartition(" in ")
+    return head if sep and ":" in tail else message
 
 
 def _convert(

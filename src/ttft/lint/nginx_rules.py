@@ -38,6 +38,7 @@ ENGINES = tuple(SENDS_X_ACCEL_NO)
 class NginxLintOptions:
     upstream_engine: str | None = None  # a key of SENDS_X_ACCEL_NO, None when unknown
     min_read_timeout_s: float = 300.0
+    only_locations: tuple[str, ...] = ()  # check only locations whose path contains one of these
 
 
 @dataclass
@@ -62,7 +63,7 @@ def lint_config(config: NginxConfig, options: NginxLintOptions | None = None) ->
     """All findings for a loaded configuration, sorted by file and line."""
     opts = options or NginxLintOptions()
     findings = [_problem_finding(p) for p in config.problems]
-    routes = config.routes()
+    routes = [r for r in config.routes() if _selected(r, opts.only_locations)]
     hits: dict[tuple[str, str, int | None], _Hit] = {}
     for route in routes:
         if route.kind != "http":
@@ -93,6 +94,11 @@ def lint_config(config: NginxConfig, options: NginxLintOptions | None = None) ->
     return sort_findings(findings)
 
 
+def _selected(route: Route, only: tuple[str, ...]) -> bool:
+    path = " ".join(route.location.args)
+    return not only or any(text in path for text in only)
+
+
 def _merge(hits: dict[tuple[str, str, int | None], _Hit], hit: _Hit) -> None:
     key = (hit.rule, hit.at.file, hit.at.line)
     seen = hits.get(key)
@@ -120,7 +126,7 @@ def _problem_finding(problem: ConfigProblem) -> Finding:
         "nginx/config-error",
         Severity.ERROR,
         "Configuration could not be read",
-        f"{problem.message}. Checks below may be incomplete: settings in unread files are "
+        f"{problem.message}. Other findings may be incomplete: settings in unread parts are "
         "treated as absent (nginx defaults).",
         Location(problem.file, problem.line),
         "Fix the file so that `nginx -t` accepts it, or point ttft at the right nginx.conf.",
@@ -446,7 +452,9 @@ def rule_proxy_read_timeout(
             "nginx/proxy-read-timeout",
             Severity.WARNING,
             "Read timeout shorter than long generations",
-            f"proxy_read_timeout {how} ({_fmt_s(seconds)}): the longest silence nginx accepts "
+            f"proxy_read_timeout {how}"
+            + ("" if setting.is_default else f" ({_fmt_s(seconds)})")
+            + ": the longest silence nginx accepts "
             "between two reads from the engine. Before the first token that silence is queue "
             "time plus prefill (seconds for long prompts under load), and a non-streaming "
             "request is silent for the whole generation (4096 tokens at 50 tokens/s = 82 s). "

@@ -1,0 +1,248 @@
+"""``ttft lint``: static checks that catch TTFT killers before they reach production.
+
+Subcommands share one output contract (``--format text|json|sarif``, ``--fail-on``, ``--ignore``)
+through ``output_options`` and ``emit``, so a new subcommand only has to produce ``Finding``s:
+
+    @lint.command("prompts")
+    @output_options
+    def prompts(..., fmt: str, fail_on: str, ignore: tuple[str, ...]) -> None:
+        findings = ...
+        exit_with(emit(findings, fmt, fail_on, ignore=ignore, subject="prompts"))
+
+Exit codes: 0 no finding at or above ``--fail-on``, 1 such findings exist, 2 the input itself
+could not be used (missing file, unreadable command line), with a message and no traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from ttft.core.errors import TtftError
+from ttft.lint.findings import Finding, Severity, without_rules
+from ttft.lint.output import FORMATS, dumps, exit_code, render_text, to_json, to_sarif
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+FAIL_ON = ("error", "warning", "info", "never")
+
+
+class LintInputError(click.ClickException):
+    """The input could not be linted at all: exit code 2, distinct from 1 (findings)."""
+
+    exit_code = 2
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn ``TtftError`` into a clean CLI error (also under click's test runner)."""
+    try:
+        yield
+    except TtftError as exc:
+        raise LintInputError(str(exc)) from exc
+
+
+def output_options(func: F) -> F:
+    """``--format``, ``--fail-on`` and ``--ignore``, passed as ``fmt``, ``fail_on``, ``ignore``."""
+    func = click.option(
+        "--ignore",
+        "ignore",
+        multiple=True,
+        metavar="RULE",
+        help="Drop findings of this rule id (repeatable; 'nginx/*' drops a whole area).",
+    )(func)
+    func = click.option(
+        "--fail-on",
+        "fail_on",
+        type=click.Choice(FAIL_ON),
+        default="warning",
+        show_default=True,
+        help="Exit with 1 when a finding at or above this severity exists ('never': always 0).",
+    )(func)
+    func = click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default="text",
+        show_default=True,
+        help="text for people, json (schema ttft.lint/1) for programs, sarif for CI annotations.",
+    )(func)
+    return func
+
+
+def emit(
+    findings: Sequence[Finding],
+    format: str,
+    fail_on: str,
+    *,
+    ignore: Sequence[str] = (),
+    subject: str = "",
+) -> int:
+    """Print findings in ``format`` to stdout and return the exit code ``fail_on`` implies."""
+    kept = without_rules(findings, ignore)
+    if format == "json":
+        click.echo(dumps(to_json(kept, subject=subject)))
+    elif format == "sarif":
+        click.echo(dumps(to_sarif(kept)))
+    else:
+        render_text(kept, Console(highlight=False), subject=subject)
+    threshold = None if fail_on == "never" else Severity.parse(fail_on)
+    return exit_code(kept, threshold)
+
+
+def exit_with(code: int) -> None:
+    """Exit with ``code`` (SystemExit works the same under ``ttft`` and click's test runner)."""
+    if code:
+        sys.exit(code)
+
+
+@click.group()
+def lint() -> None:
+    """Static checks that catch TTFT killers: nginx configs, engine flags, prompts.
+
+    Exit codes: 0 clean, 1 findings at or above --fail-on, 2 unusable input.
+    """
+
+
+@lint.command("nginx")
+@click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--upstream-engine",
+    type=click.Choice(["unknown", "llamacpp", "vllm", "sglang", "tgi"]),
+    default="unknown",
+    show_default=True,
+    help="The engine behind the proxy: llama-server sends X-Accel-Buffering: no, vLLM and "
+    "SGLang do not, which changes what buffering does to its streams.",
+)
+@click.option(
+    "--min-read-timeout",
+    default="300s",
+    show_default=True,
+    help="proxy_read_timeout below this is flagged (nginx time syntax: 300s, 10m).",
+)
+@click.option(
+    "--location",
+    "locations",
+    multiple=True,
+    metavar="TEXT",
+    help="Only check locations whose path contains TEXT (repeatable), e.g. --location /v1/.",
+)
+@output_options
+def nginx(
+    path: Path,
+    upstream_engine: str,
+    min_read_timeout: str,
+    locations: tuple[str, ...],
+    fmt: str,
+    fail_on: str,
+    ignore: tuple[str, ...],
+) -> None:
+    """Check the LLM routes of an nginx config (includes followed) for streaming killers.
+
+    PATH is the main configuration file, e.g. /etc/nginx/nginx.conf.
+    """
+    from ttft.lint.nginx_config import load
+    from ttft.lint.nginx_rules import NginxLintOptions, lint_config, parse_nginx_time
+
+    with user_errors():
+        seconds = parse_nginx_time(min_read_timeout)
+        if seconds is None:
+            raise TtftError(
+                f"--min-read-timeout {min_read_timeout!r} is not an nginx time",
+                "use e.g. 300s, 10m or 1h",
+            )
+        config = load(path)
+        options = NginxLintOptions(
+            upstream_engine=None if upstream_engine == "unknown" else upstream_engine,
+            min_read_timeout_s=seconds,
+            only_locations=locations,
+        )
+        findings = lint_config(config, options)
+    exit_with(emit(findings, fmt, fail_on, ignore=ignore, subject=f"nginx {path}"))
+
+
+@lint.command(
+    "engine",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option(
+    "--expected-concurrency",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Concurrent requests the service must carry (or its SLO's design load): compared "
+    "with the engine's concurrency cap.",
+)
+@click.option(
+    "--gpu/--cpu",
+    default=True,
+    show_default=True,
+    help="GPU deployment, or CPU-only (GPU levers such as -ngl and CUDA graphs are moot).",
+)
+@click.option(
+    "--engine",
+    "engine_kind",
+    type=click.Choice(["vllm", "sglang", "llamacpp"]),
+    default=None,
+    help="Which engine the command starts, when its launcher is not recognised.",
+)
+@click.option(
+    "--from-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Read the command from a shell script or Dockerfile (findings then carry its lines).",
+)
+@output_options
+@click.argument("cmdline", nargs=-1, type=click.UNPROCESSED)
+def engine(
+    expected_concurrency: int | None,
+    gpu: bool,
+    engine_kind: str | None,
+    from_file: Path | None,
+    fmt: str,
+    fail_on: str,
+    ignore: tuple[str, ...],
+    cmdline: tuple[str, ...],
+) -> None:
+    """Check an engine's launch flags (vLLM, SGLang, llama-server) for TTFT costs.
+
+    \b
+    Examples:
+      ttft lint engine -- vllm serve meta-llama/Llama-3.1-8B-Instruct --enforce-eager
+      ttft lint engine --expected-concurrency 32 -- llama-server -m m.gguf -np 4
+      ttft lint engine --from-file deploy/start.sh --format sarif
+    """
+    from ttft.lint.engine_cmdline import (
+        COMMAND_LINE,
+        ENGINE_NAMES,
+        command_from_file,
+        parse,
+        tokens_from_argv,
+    )
+    from ttft.lint.engine_lint import lint_command
+    from ttft.lint.engine_rules import EngineLintOptions
+
+    with user_errors():
+        if from_file is not None and cmdline:
+            raise TtftError("give the command line or --from-file, not both")
+        if from_file is not None:
+            tokens, source = command_from_file(from_file)
+        elif cmdline:
+            tokens, source = tokens_from_argv(list(cmdline)), COMMAND_LINE
+        else:
+            raise TtftError(
+                "no command line given", "ttft lint engine -- vllm serve MODEL [flags...]"
+            )
+        command = parse(tokens, engine_kind, source)
+        findings = lint_command(
+            command, EngineLintOptions(expected_concurrency=expected_concurrency, gpu=gpu)
+        )
+    subject = f"{ENGINE_NAMES[command.engine]} command line" + (
+        f" from {source}" if source != COMMAND_LINE else ""
+    )
+    exit_with(emit(findings, fmt, fail_on, ignore=ignore, subject=subject))
