@@ -66,14 +66,14 @@ class RequestLog:
 @dataclass(slots=True)
 class Snapshot:
     logs: list[RequestLog]
-    connections_opened: int
-    peak_open_connections: int
+    connections_opened: int  # connections that carried a scripted request
+    peak_open_connections: int  # the most such connections open at once
 
 
 class _Conn(asyncio.Protocol):
     def __init__(self, server: ScriptedServer) -> None:
         self.server = server
-        self.id = server._next_conn_id()
+        self.id = 0  # numbered when it carries its first scripted request
         self.transport: asyncio.Transport | None = None
         self.buf = b""
         self.busy = False
@@ -86,12 +86,12 @@ class _Conn(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        self.server._opened(self, +1)
+        self.server._conns.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.timer is not None:
             self.timer.cancel()
-        self.server._opened(self, -1)
+        self.server._closed(self)
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
@@ -137,6 +137,8 @@ class _Conn(asyncio.Protocol):
         except (ValueError, TypeError, AttributeError) as exc:
             self._send_json(400, {"error": {"message": f"bad request: {exc}"}})
             return
+        if not self.id:
+            self.id = self.server._counted(self)
         index = self.server._next_index()
         self.log = RequestLog(index, self.id, path, body.get("ttft_tag"), received_ns,
                               headers=headers)
@@ -202,6 +204,7 @@ class ScriptedServer:
         self.open_connections = 0
         self.peak_open_connections = 0
         self._index = 0
+        self._conn_ids = 0
         self._server: asyncio.Server | None = None
         self._conns: set[_Conn] = set()
 
@@ -220,21 +223,22 @@ class ScriptedServer:
             self.peak_open_connections = self.open_connections
         return snap
 
-    def _next_conn_id(self) -> int:
+    def _counted(self, conn: _Conn) -> int:
+        """Count a connection once it carries a scripted request (log fetches do not count)."""
         self.connections_opened += 1
-        return self.connections_opened
+        self.open_connections += 1
+        self.peak_open_connections = max(self.peak_open_connections, self.open_connections)
+        self._conn_ids += 1
+        return self._conn_ids
 
     def _next_index(self) -> int:
         self._index += 1
         return self._index
 
-    def _opened(self, conn: _Conn, delta: int) -> None:
-        if delta > 0:
-            self._conns.add(conn)
-        else:
-            self._conns.discard(conn)
-        self.open_connections += delta
-        self.peak_open_connections = max(self.peak_open_connections, self.open_connections)
+    def _closed(self, conn: _Conn) -> None:
+        self._conns.discard(conn)
+        if conn.id:
+            self.open_connections -= 1
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
