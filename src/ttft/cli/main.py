@@ -16,6 +16,10 @@ from ttft.core.errors import TtftError
 
 # name -> (module:attribute, one-line purpose shown by `ttft --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "doctor": (
+        "ttft.cli.doctor:doctor",
+        "Find where first-token time goes on a live service; fixes ranked cheapest first.",
+    ),
     "bench": (
         "ttft.cli.bench:bench",
         "Measure streaming TTFT at the client per prompt length x load; compare runs.",

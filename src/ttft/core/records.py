@@ -60,6 +60,7 @@ class RequestRecord:
     completion_tokens: int | None = None
     output_text_chars: int = 0
     server_timings: dict[str, float] | None = None
+    content_encoding: str | None = None  # of the response: "gzip" on a stream is a red flag
     error: ErrorInfo | None = None
 
     @property

@@ -1,0 +1,160 @@
+"""The ``ttft doctor`` flow: target (or embedded engine), context, steps with progress, report."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from ttft.cli.bench_setup import parse_int_list
+from ttft.core.records import RequestRecord, RunAnchor
+from ttft.core.slo import parse_slos
+from ttft.doctor.context import DoctorContext, fetch_props, server_tokenizer
+from ttft.doctor.findings import StepResult
+from ttft.doctor.run import STEPS, run_doctor
+from ttft.load.target import Target, discover_model
+from ttft.probe.sampler import sample
+from ttft.workload.builders import from_jsonl
+from ttft.workload.exact_length import text_of_tokens
+from ttft.workload.requests import WorkItem, chat_body
+
+EMBEDDED_SLOTS = 4
+EMBEDDED_LEVELS = (1, 4)
+DEFAULT_LEVELS = (1, 8, 32)
+
+
+def _embedded_ctx(real: list[WorkItem]) -> int:
+    longest_chars = max((len(json.dumps(i.body)) for i in real), default=0)
+    per_slot = max(1536, longest_chars // 3 + 128)
+    return ((per_slot * EMBEDDED_SLOTS + 1023) // 1024) * 1024
+
+
+@contextlib.contextmanager
+def _target(
+    opts: dict[str, Any], real: list[WorkItem], console: Console
+) -> Iterator[tuple[Target, bool, RequestRecord | None]]:
+    if opts["url"]:
+        target = Target(
+            opts["url"], opts["model"], opts["metrics_url"], opts["engine_kind"], opts["api_key"]
+        )
+        metrics = target.metrics_url or target.root + "/metrics"
+        model = target.model or discover_model(target)
+        yield (
+            Target(target.base_url, model, metrics, target.engine_kind, target.api_key),
+            False,
+            None,
+        )
+        return
+    from ttft.engines.embedded import launch_embedded
+
+    ctx_size = _embedded_ctx(real)
+    console.print(
+        f"[dim]starting the embedded engine (llama-server, Gemma 3 270M, "
+        f"{EMBEDDED_SLOTS} slots, context {ctx_size}) ...[/dim]"
+    )
+    with launch_embedded(ctx_size=ctx_size, parallel=EMBEDDED_SLOTS) as engine:
+        target = Target(engine.base_url, engine.model_name, engine.metrics_url, "llamacpp")
+        yield target, True, _cold_request(target)
+
+
+def _cold_request(target: Target) -> RequestRecord | None:
+    """The very first request after start, kept for the cold-start step."""
+    tokenizer = server_tokenizer(target)
+    if tokenizer is None:
+        return None
+    body = chat_body(
+        [{"role": "user", "content": text_of_tokens(tokenizer, 200, "doctor/cold")}], 1
+    )
+    records = sample(target, [WorkItem(body)], anchor=RunAnchor.now()).records
+    return records[0] if records else None
+
+
+def execute(opts: dict[str, Any]) -> None:
+    console = Console(stderr=True)
+    slos = parse_slos(opts["slo_texts"]) if opts["slo_texts"] else ()
+    real = from_jsonl(opts["requests_log"], max_tokens=1) if opts["requests_log"] else []
+    levels = parse_int_list(opts["concurrency"], "--concurrency") if opts["concurrency"] else None
+    if opts["budget"] <= 0:
+        raise click.BadParameter("must be above 0 minutes", param_hint="--budget")
+    deadline = time.monotonic() + 60 * opts["budget"]
+    lint_findings = _lint(opts)
+    with _target(opts, real, console) as (target, managed, cold):
+        direct = None
+        if opts["direct_url"]:
+            direct = Target(
+                opts["direct_url"], target.model, None, target.engine_kind, opts["api_key"]
+            )
+        ctx = DoctorContext(
+            target=target,
+            deadline=deadline,
+            direct=direct,
+            managed=managed,
+            cold_record=cold,
+            levels=levels or (EMBEDDED_LEVELS if managed else DEFAULT_LEVELS),
+            real_items=real,
+            slos=slos,
+            tokenizer=server_tokenizer(target),
+            props=fetch_props(target),
+        )
+        if ctx.engine_kind is None:
+            from ttft.load.server_metrics import MetricsWatcher
+
+            watcher = MetricsWatcher(target.metrics_url)
+            watcher.snapshot()
+            ctx.target = Target(
+                target.base_url,
+                target.model,
+                target.metrics_url,
+                watcher.engine_kind,
+                target.api_key,
+            )
+        ctx.shared["force_hol"] = bool(opts["hol"])
+        report = run_doctor(ctx, on_step=_progress(console), extra_findings=lint_findings)
+    _emit(report, opts, console)
+    if opts["fail_on_findings"] and report.findings:
+        raise click.exceptions.Exit(1)
+
+
+def _progress(console: Console) -> Any:
+    total = len(STEPS)
+    names = [name for name, _ in STEPS]
+
+    def on_step(name: str, result: StepResult | None) -> None:
+        number = names.index(name) + 1
+        if result is None:
+            console.print(f"[dim][{number}/{total}] {name} ...[/dim]")
+        else:
+            console.print(
+                f"[dim][{number}/{total}] {name}: {result.status} in {result.seconds:.1f} s[/dim]"
+            )
+
+    return on_step
+
+
+def _lint(opts: dict[str, Any]) -> list[Any]:
+    from ttft.doctor.lint_bridge import lint_findings
+
+    return lint_findings(opts["nginx_conf"], opts["engine_cmd"])
+
+
+def _emit(report: Any, opts: dict[str, Any], console: Console) -> None:
+    from ttft.report.doctor import doctor_markdown, print_doctor
+
+    if opts["fmt"] == "json":
+        click.echo(json.dumps(report.to_json(), indent=2))
+    elif opts["fmt"] == "markdown":
+        click.echo(doctor_markdown(report))
+    else:
+        print_doctor(report, Console())
+    out: Path | None = opts["out_dir"]
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.json").write_text(json.dumps(report.to_json(), indent=2))
+        (out / "report.md").write_text(doctor_markdown(report))
+        console.print(f"report: {out}/report.json, {out}/report.md")

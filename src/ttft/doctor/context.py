@@ -1,0 +1,115 @@
+"""What every doctor step can use: the target, prompts of a given size, the budget, shared data."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ttft.core.errors import TtftError
+from ttft.core.records import RequestRecord
+from ttft.core.slo import Slo
+from ttft.load.target import Target
+from ttft.probe.sampler import Sample, sample
+from ttft.workload.exact_length import text_of_tokens
+from ttft.workload.requests import WorkItem, chat_body
+from ttft.workload.text_source import sentence_text
+from ttft.workload.tokenizer import ServerTokenizer, Tokenizer
+
+# Engines known to accept ``ignore_eos``: it keeps a base model from stopping after one token,
+# so streams are long enough to judge how their chunks arrive.
+_IGNORE_EOS_ENGINES = {"llamacpp", "vllm", "sglang"}
+
+
+@dataclass
+class DoctorContext:
+    target: Target
+    deadline: float  # time.monotonic() by which the whole run must end
+    direct: Target | None = None
+    managed: bool = False  # doctor started the engine itself
+    cold_record: RequestRecord | None = None
+    levels: Sequence[int] = (1, 8, 32)
+    real_items: list[WorkItem] = field(default_factory=list)
+    slos: tuple[Slo, ...] = ()
+    tokenizer: Tokenizer | None = None
+    props: dict[str, Any] = field(default_factory=dict)
+    shared: dict[str, Any] = field(default_factory=dict)  # measurements one step leaves another
+
+    def seconds_left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    @property
+    def engine_kind(self) -> str | None:
+        return self.target.engine_kind
+
+    def extra_body(self) -> dict[str, Any]:
+        return {"ignore_eos": True} if self.engine_kind in _IGNORE_EOS_ENGINES else {}
+
+    def text(self, tokens: int, seed: str) -> str:
+        """A prose text of ``tokens`` tokens (exact with a tokenizer, else ~1.3 tokens a word)."""
+        if self.tokenizer is not None:
+            return text_of_tokens(self.tokenizer, tokens, seed)
+        return sentence_text(seed, max(1, int(tokens / 1.3)))
+
+    def chat(self, user: str, *, system: str | None = None, max_tokens: int = 1) -> WorkItem:
+        messages = [{"role": "system", "content": system}] if system is not None else []
+        messages.append({"role": "user", "content": user})
+        body = chat_body(messages, max_tokens)
+        body["temperature"] = 0
+        return WorkItem(body, "chat", "doctor")
+
+    def sample(self, items: Sequence[WorkItem], **options: Any) -> Sample:
+        extra = {**self.extra_body(), **options.pop("extra_body", {})}
+        return sample(self.target, items, extra_body=extra, **options)
+
+    def slots(self) -> int | None:
+        value = self.props.get("total_slots")
+        return int(value) if isinstance(value, int) else None
+
+
+def median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def ttft_ms(record: RequestRecord) -> float | None:
+    if record.sent_ns is None or record.first_content_ns is None or record.error is not None:
+        return None
+    return (record.first_content_ns - record.sent_ns) / 1e6
+
+
+def ttfts_ms(records: Sequence[RequestRecord]) -> list[float]:
+    return [v for v in (ttft_ms(r) for r in records) if v is not None]
+
+
+def server_ms(record: RequestRecord, key: str) -> float | None:
+    timings = record.server_timings or {}
+    value = timings.get(key)
+    return float(value) if value is not None else None
+
+
+def fetch_props(target: Target) -> dict[str, Any]:
+    """llama-server's /props (slots, template); an empty dict for engines without it."""
+    try:
+        with urllib.request.urlopen(target.root + "/props", timeout=5) as resp:
+            data = json.loads(resp.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def server_tokenizer(target: Target) -> Tokenizer | None:
+    tok = ServerTokenizer(target.root, timeout_s=10)
+    try:
+        tok.encode("probe")
+    except TtftError:
+        return None
+    return tok
+
+
+def describe_levels(values: Mapping[int, float]) -> str:
+    return ", ".join(f"c={c}: {v:.0f} ms" for c, v in sorted(values.items()))

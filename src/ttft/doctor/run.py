@@ -1,0 +1,88 @@
+"""The troubleshooting order, in order: each step a small procedure with its own evidence."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ttft import __version__
+from ttft.core.errors import TtftError
+from ttft.doctor import step_cache, step_latency, step_server, step_transport
+from ttft.doctor.context import DoctorContext
+from ttft.doctor.findings import DoctorFinding, StepResult, rank
+
+Step = Callable[[DoctorContext], StepResult]
+
+# The article's order of investigation (seed 5.3), then cold start and head-of-line blocking.
+STEPS: list[tuple[str, Step]] = [
+    ("transport", step_transport.run),
+    ("timeline", step_server.timeline),
+    ("capacity", step_server.capacity),
+    ("prefix_cache", step_cache.prefix_cache),
+    ("control", step_cache.control),
+    ("cold_start", step_latency.cold_start),
+    ("head_of_line", step_latency.head_of_line),
+]
+STEP_MIN_SECONDS = 10.0  # a step needs at least this much budget left to start
+
+
+@dataclass
+class DoctorReport:
+    target: str
+    steps: list[StepResult]
+    findings: list[DoctorFinding]
+    lint_findings: list[DoctorFinding] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def healthy(self) -> bool:
+        return not self.findings
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": "ttft.doctor/1",
+            "ttft_version": __version__,
+            "target": self.target,
+            "healthy": self.healthy,
+            "findings": [f.to_json() for f in self.findings],
+            "steps": [s.to_json() for s in self.steps],
+            "meta": self.meta,
+        }
+
+
+def run_doctor(
+    ctx: DoctorContext,
+    *,
+    steps: list[tuple[str, Step]] | None = None,
+    on_step: Callable[[str, StepResult | None], None] | None = None,
+    extra_findings: list[DoctorFinding] | None = None,
+) -> DoctorReport:
+    """Run each step while budget remains; a step that fails is reported, never fatal."""
+    results: list[StepResult] = []
+    for name, step in steps or STEPS:
+        if on_step is not None:
+            on_step(name, None)
+        if ctx.seconds_left() < STEP_MIN_SECONDS:
+            result = StepResult(name, name, status="skipped")
+            result.notes.append("the time budget ran out before this step (raise --budget)")
+        else:
+            started = time.monotonic()
+            try:
+                result = step(ctx)
+            except TtftError as exc:
+                result = StepResult(name, name, status="failed")
+                result.notes.append(str(exc))
+            result.seconds = time.monotonic() - started
+        results.append(result)
+        if on_step is not None:
+            on_step(name, result)
+    found = [f for r in results for f in r.findings] + list(extra_findings or [])
+    return DoctorReport(
+        target=ctx.target.root,
+        steps=results,
+        findings=rank(found),
+        lint_findings=list(extra_findings or []),
+        meta={"engine": ctx.engine_kind, "model": ctx.target.model, "levels": list(ctx.levels)},
+    )

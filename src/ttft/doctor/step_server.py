@@ -1,0 +1,176 @@
+"""Steps 2 and 3: the server's own timeline, and where load makes p99 break from p50."""
+
+from __future__ import annotations
+
+from ttft.doctor.context import DoctorContext, describe_levels, median, server_ms, ttfts_ms
+from ttft.doctor.findings import Confidence, CostTier, DoctorFinding, Evidence, StepResult
+from ttft.engines.registry import adapter_for
+
+CAPACITY_PROMPT_TOKENS = 256
+
+
+def timeline(ctx: DoctorContext) -> StepResult:
+    """Queue / prefill / first decode / rest, as far as the engine shows them."""
+    step = StepResult("timeline", "Server timeline: queue, prefill, first decode, the rest")
+    records = [r for r in ctx.shared.get("transport_records", []) if r.ok]
+    if not records:
+        step.status = "skipped"
+        step.notes.append("no successful request from the transport step to take apart")
+        return step
+    client = median(ttfts_ms(records))
+    prefill = median([v for v in (server_ms(r, "prompt_ms") for r in records) if v is not None])
+    decode = median(
+        [v for v in (server_ms(r, "predicted_per_token_ms") for r in records) if v is not None]
+    )
+    cached = median([float(r.cached_tokens) for r in records if r.cached_tokens is not None])
+    if client is not None:
+        step.evidence.append(Evidence("client TTFT", client, "ms", "client"))
+    if prefill is not None:
+        step.evidence.append(Evidence("prefill (server)", prefill, "ms", "server timings"))
+    if decode is not None:
+        step.evidence.append(Evidence("one decode step (server)", decode, "ms", "server timings"))
+    if cached is not None:
+        step.evidence.append(Evidence("prompt tokens reused from cache", cached, "tokens", ""))
+    if client is not None and prefill is not None:
+        rest = client - prefill - (decode or 0.0)
+        step.evidence.append(
+            Evidence("queue + transport + serialization", max(rest, 0.0), "ms", "difference")
+        )
+        share = 100 * prefill / client if client else 0.0
+        step.summary = f"prefill is {share:.0f}% of client TTFT at concurrency 1"
+    else:
+        step.summary = "the server reports no per-request timings"
+    if ctx.engine_kind:
+        for metric, why in adapter_for(ctx.engine_kind).unavailable().items():
+            step.notes.append(f"cannot see {metric.value}: {why}")
+    else:
+        step.notes.append("engine kind unknown (no recognised /metrics): server view is limited")
+    return step
+
+
+def capacity(ctx: DoctorContext) -> StepResult:
+    """TTFT p50/p99 at each concurrency level; queueing against compute saturation."""
+    step = StepResult("capacity", "Capacity: where p99 TTFT breaks away from p50")
+    p50s: dict[int, float] = {}
+    p99s: dict[int, float] = {}
+    queue: dict[int, float] = {}
+    waiting: dict[int, float] = {}
+    preemptions = 0.0
+    kv_peak = None
+    for level in ctx.levels:
+        if ctx.seconds_left() < 20:
+            step.notes.append(f"budget ran out before concurrency {level}")
+            break
+        n = max(6, 2 * level)
+        items = [
+            ctx.chat(ctx.text(CAPACITY_PROMPT_TOKENS, f"doctor/capacity/{level}/{i}"))
+            for i in range(n)
+        ]
+        result = ctx.sample(items, concurrency=level, watch_gauges=True)
+        values = sorted(ttfts_ms(result.records))
+        if not values:
+            step.notes.append(f"every request failed at concurrency {level}")
+            continue
+        p50s[level] = values[len(values) // 2]
+        p99s[level] = values[min(len(values) - 1, int(0.99 * len(values)))]
+        prefills = [server_ms(r, "prompt_ms") for r in result.ok]
+        waits = [
+            t - p for t, p in zip(ttfts_ms(result.ok), prefills, strict=False) if p is not None
+        ]
+        if waits:
+            queue[level] = median(waits) or 0.0
+        waiting[level] = result.peaks.get("requests_waiting", 0.0)
+        metrics = (result.server or {}).get("metrics", {})
+        preemptions += float(metrics.get("preemptions", {}).get("value", 0.0))
+        kv = result.peaks.get("kv_cache_usage")
+        kv_peak = kv if kv is not None and (kv_peak is None or kv > kv_peak) else kv_peak
+    if not p50s:
+        step.status = "failed"
+        return step
+    step.evidence.append(Evidence("TTFT p50 by concurrency", describe_levels(p50s), "", "client"))
+    step.evidence.append(Evidence("TTFT p99 by concurrency", describe_levels(p99s), "", "client"))
+    if queue:
+        step.evidence.append(
+            Evidence("waiting before prefill (p50)", describe_levels(queue), "", "client-server")
+        )
+    if any(waiting.values()):
+        step.evidence.append(
+            Evidence(
+                "peak waiting requests",
+                ", ".join(f"c={c}: {v:.0f}" for c, v in sorted(waiting.items())),
+                "",
+                "metrics",
+            )
+        )
+    slots = ctx.slots()
+    if slots is not None:
+        step.evidence.append(Evidence("server slots", float(slots), "", "/props"))
+    knee = next((c for c in sorted(p50s) if p99s[c] > 2 * p50s[c] + 50), None)
+    step.summary = (
+        f"p99 breaks away from p50 at concurrency {knee}"
+        if knee
+        else "p99 stays with p50 at every level measured"
+    )
+    _queueing_finding(ctx, step, p50s, queue, waiting, slots)
+    if preemptions > 0:
+        step.findings.append(
+            DoctorFinding(
+                rule="capacity/preemption",
+                symptom=f"{preemptions:.0f} preemptions while under load",
+                cause="the KV cache runs out, so running requests are evicted and recomputed",
+                action="lower --max-num-seqs (vLLM) / --max-running-requests (SGLang), or give "
+                "the KV cache more room (memory utilization 0.85-0.90, FP8 KV with a quality "
+                "check)",
+                tier=CostTier.CACHE,
+                confidence=Confidence.HIGH,
+                step=step.name,
+                evidence=tuple(step.evidence),
+            )
+        )
+    if kv_peak is not None:
+        step.evidence.append(Evidence("peak KV-cache usage", 100 * kv_peak, "%", "metrics"))
+    return step
+
+
+def _queueing_finding(
+    ctx: DoctorContext,
+    step: StepResult,
+    p50s: dict[int, float],
+    queue: dict[int, float],
+    waiting: dict[int, float],
+    slots: int | None,
+) -> None:
+    """Requests that wait for a free slot: queue time dominates TTFT while prefill stays short."""
+    for level in sorted(p50s, reverse=True):
+        wait = queue.get(level)
+        if wait is None or level == 1:
+            continue
+        share = wait / p50s[level] if p50s[level] else 0.0
+        waited = waiting.get(level, 0.0) > 0
+        if share < 0.5 or wait < 100 or not (waited or (slots is not None and slots < level)):
+            continue
+        engine_fix = {
+            "llamacpp": f"llama-server: `-np {level}` (and scale `-c` so each slot keeps its "
+            "context: -c = per-slot context x slots)",
+            "vllm": f"vLLM: raise `--max-num-seqs` to at least {level}",
+            "sglang": f"SGLang: raise `--max-running-requests` to at least {level}",
+        }.get(ctx.engine_kind or "", "raise the engine's concurrent-request limit")
+        slot_text = f" with {slots} slot(s)" if slots is not None else ""
+        step.findings.append(
+            DoctorFinding(
+                rule="capacity/queueing",
+                symptom=f"at concurrency {level} requests wait {wait:.0f} ms for a free slot "
+                f"({100 * share:.0f}% of TTFT p50 {p50s[level]:.0f} ms)",
+                cause=f"more concurrent requests than the engine runs at once{slot_text}; the "
+                "rest queue behind them (TTFT rises as a staircase)",
+                action=engine_fix,
+                tier=CostTier.SCHEDULING,
+                confidence=Confidence.HIGH if waited else Confidence.MEDIUM,
+                step=step.name,
+                evidence=tuple(step.evidence),
+                expected_gain_ms=wait,
+                expected_gain=f"up to {wait:.0f} ms of TTFT p50 at concurrency {level}, paid "
+                "for with slower batched prefill",
+            )
+        )
+        return

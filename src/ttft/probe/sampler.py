@@ -1,0 +1,111 @@
+"""Small, bounded measurements of a live target: send these prompts, this way, get records.
+
+The doctor's steps are built from these; each call opens its own client so one step's
+connection state (keep-alive, encodings) never leaks into the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ttft.client.stream import StreamingClient
+from ttft.core.records import RequestRecord, RunAnchor
+from ttft.load.runner import CellPlan, Runner
+from ttft.load.server_metrics import MetricsWatcher
+from ttft.load.target import Target
+from ttft.workload.arrival import ClosedLoop
+from ttft.workload.requests import WorkItem
+
+
+@dataclass
+class Sample:
+    """Records of one measurement plus the server's view of the same window."""
+
+    records: list[RequestRecord]
+    server: dict[str, Any] | None = None
+    duration_ns: int = 0
+    peaks: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> list[RequestRecord]:
+        return [r for r in self.records if r.ok]
+
+
+class _Sender:
+    def __init__(
+        self, client: StreamingClient, anchor: RunAnchor, extra: Mapping[str, Any]
+    ) -> None:
+        self.client, self.anchor, self.extra = client, anchor, extra
+
+    async def send(self, item: WorkItem, record: RequestRecord) -> None:
+        body = {**item.body, **self.extra, "stream": True}
+        body.setdefault("stream_options", {"include_usage": True})
+        await self.client.send(body, record, self.anchor)
+
+
+async def _peaks(watcher: MetricsWatcher, peaks: dict[str, float], every_s: float) -> None:
+    while True:
+        scrape = await asyncio.to_thread(watcher.snapshot)
+        if scrape is not None and watcher.engine_kind:
+            from ttft.engines.registry import adapter_for
+
+            for metric, source in adapter_for(watcher.engine_kind).metric_sources().items():
+                if source.kind != "gauge":
+                    continue
+                for name in source.names:
+                    value = scrape.total(name)
+                    if value is not None:
+                        peaks[metric.value] = max(peaks.get(metric.value, 0.0), value)
+                        break
+        await asyncio.sleep(every_s)
+
+
+async def sample_async(
+    target: Target,
+    items: Sequence[WorkItem],
+    *,
+    concurrency: int = 1,
+    headers: Mapping[str, str] | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+    label: str = "probe",
+    watch_gauges: bool = False,
+    timeout_s: float = 300.0,
+    anchor: RunAnchor | None = None,
+) -> Sample:
+    anchor = anchor or RunAnchor.now()
+    watcher = MetricsWatcher(target.metrics_url, target.engine_kind)
+    records: list[RequestRecord] = []
+    merged_headers = {**target.headers, **(headers or {})}
+    before = await asyncio.to_thread(watcher.snapshot)
+    peaks: dict[str, float] = {}
+    sampler = (
+        asyncio.create_task(_peaks(watcher, peaks, 0.2))
+        if watch_gauges and before is not None
+        else None
+    )
+    started = time.perf_counter_ns()
+    try:
+        async with StreamingClient(
+            target.root,
+            model=target.model,
+            api_key=target.api_key,
+            headers=merged_headers,
+            timeout_s=timeout_s,
+        ) as client:
+            runner = Runner(_Sender(client, anchor, extra_body or {}), anchor, records.append)
+            await runner.run_cell(CellPlan(label, list(items), ClosedLoop(concurrency)))
+    finally:
+        if sampler is not None:
+            sampler.cancel()
+    duration = time.perf_counter_ns() - started
+    after = await asyncio.to_thread(watcher.snapshot)
+    return Sample(records, watcher.deltas(before, after), duration, peaks)
+
+
+def sample(target: Target, items: Sequence[WorkItem], **options: Any) -> Sample:
+    """Synchronous ``sample_async`` for procedures that run one measurement at a time."""
+    return asyncio.run(sample_async(target, items, **options))

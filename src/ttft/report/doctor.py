@@ -1,0 +1,99 @@
+"""The doctor's report: findings cheapest first with their evidence, then what each step saw."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ttft.doctor.findings import DoctorFinding
+from ttft.doctor.run import DoctorReport
+
+_STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red"}
+
+
+def _finding_text(number: int, finding: DoctorFinding) -> Text:
+    text = Text()
+    text.append(f"{number}. {finding.symptom}\n", style="bold")
+    text.append("   cause:  ", style="dim")
+    text.append(f"{finding.cause}\n")
+    text.append("   action: ", style="dim")
+    text.append(f"{finding.action}\n", style="cyan")
+    if finding.expected_gain:
+        text.append("   gain:   ", style="dim")
+        text.append(f"{finding.expected_gain}\n")
+    text.append("   tier:   ", style="dim")
+    text.append(f"{finding.tier.label}, confidence {finding.confidence.label}  [{finding.rule}]\n")
+    for evidence in finding.evidence[:8]:
+        text.append(f"     - {evidence.text()}\n", style="dim")
+    return text
+
+
+def print_doctor(report: DoctorReport, console: Console | None = None) -> None:
+    out = console or Console()
+    out.print(
+        f"[bold]ttft doctor[/bold] - {report.target} "
+        f"(engine {report.meta.get('engine') or 'unknown'}, model "
+        f"{report.meta.get('model') or 'unknown'})"
+    )
+    out.print()
+    if report.healthy:
+        out.print(
+            Panel(
+                "No finding: the stream arrives as produced, the cache reuses prefixes, "
+                "and load levels behave. A clean bill of health for what was measured.",
+                title="healthy",
+                style="green",
+            )
+        )
+    else:
+        out.print(f"[bold]{len(report.findings)} finding(s), cheapest fix first:[/bold]")
+        for number, finding in enumerate(report.findings, start=1):
+            out.print(_finding_text(number, finding))
+    table = Table(title="Steps", title_justify="left", show_lines=False)
+    for column in ("step", "status", "seconds", "what it saw"):
+        table.add_column(column)
+    for step in report.steps:
+        style = _STATUS_STYLE.get(step.status, "")
+        table.add_row(
+            step.name,
+            Text(step.status, style=style),
+            f"{step.seconds:.1f}",
+            step.summary or "; ".join(step.notes[:1]),
+        )
+    out.print(table)
+    notes = [(s.name, n) for s in report.steps for n in s.notes]
+    if notes:
+        out.print("[bold]What doctor could not see, and why:[/bold]")
+        for name, note in notes:
+            out.print(f"  - [dim]{name}:[/dim] {note}")
+
+
+def doctor_markdown(report: DoctorReport) -> str:
+    lines = [f"# ttft doctor: {report.target}", ""]
+    if report.healthy:
+        lines += ["**Healthy**: no finding for what was measured.", ""]
+    for number, f in enumerate(report.findings, start=1):
+        lines += [
+            f"## {number}. {f.symptom}",
+            "",
+            f"- **cause**: {f.cause}",
+            f"- **action**: {f.action}",
+            f"- **expected gain**: {f.expected_gain or 'n/a'}",
+            f"- **cost tier**: {f.tier.label}; **confidence**: {f.confidence.label}; "
+            f"rule `{f.rule}`",
+            "- **evidence**:",
+            *[
+                f"  - {e.text()} ({e.source})" if e.source else f"  - {e.text()}"
+                for e in f.evidence
+            ],
+            "",
+        ]
+    lines += ["## Steps", "", "| step | status | seconds | summary |", "| --- | --- | ---: | --- |"]
+    for s in report.steps:
+        lines.append(f"| {s.name} | {s.status} | {s.seconds:.1f} | {s.summary} |")
+    notes = [f"- {s.name}: {n}" for s in report.steps for n in s.notes]
+    if notes:
+        lines += ["", "## Not seen", "", *notes]
+    return "\n".join(lines) + "\n"
