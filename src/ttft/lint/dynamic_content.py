@@ -98,7 +98,9 @@ _DETECTORS: tuple[_Detector, ...] = (
         re.compile(
             r"(?i)\b(?:today(?:'s date)? is|today date:|the (?:current )?date is|"
             r"current (?:date(?:\s*(?:and|&)\s*time)?|time|datetime|timestamp)\s*(?:is|:|=)|"
-            r"(?:the )?(?:time|date) now is|now is|it is now|as of)\s*[^\n.;]{1,60}"
+            r"(?:the )?(?:time|date) now is|it is now (?=\d))\s*"
+            # The value runs to the end of the clause; a comma continues it only inside a date.
+            rf"(?:[^\n.;,]|,(?=\s*(?:\d|{_MON}|{_DAY})))+"
         ),
         "daily",
     ),

@@ -30,19 +30,23 @@ class CacheModel:
     name: str = "token"
     block_size: int = 1  # vLLM reuses whole blocks of 16 tokens
     recompute_last: bool = True  # a fully cached prompt still computes its last token
-    # Reuse only at restore points (user-message starts, the earlier prompt's end minus a few).
+    # Reuse only at context checkpoints: user-message starts, and a few tokens before the end of
+    # the earlier prompt (llama-server checkpoints 4 and 4 + n_ubatch tokens before the end, and
+    # resumes one token before a checkpoint's end: it recomputes that position).
     checkpoints_only: bool = False
-    checkpoint_tail: int = 4  # llama-server checkpoints 4 tokens before a prompt's end
+    checkpoint_lag: int = 1
+    checkpoint_tails: tuple[int, ...] = (4, 4 + 512)
 
     def reusable(
         self, shared: int, prompt_len: int, earlier_len: int = 0, restore_points: Sequence[int] = ()
     ) -> int:
         """Tokens reused when ``shared`` leading tokens match an earlier prompt's."""
         if self.checkpoints_only:
-            points = [p for p in restore_points if p <= shared]
-            if earlier_len and earlier_len - self.checkpoint_tail <= shared:
-                points.append(earlier_len - self.checkpoint_tail)
-            shared = max(points, default=0)
+            ends = list(restore_points)
+            if earlier_len:
+                ends += [earlier_len - tail for tail in self.checkpoint_tails]
+            resume = [end - self.checkpoint_lag for end in ends]
+            shared = max((r for r in resume if 0 < r <= shared), default=0)
         usable = min(shared, prompt_len - 1) if self.recompute_last else min(shared, prompt_len)
         usable = max(usable, 0)
         return usable - usable % self.block_size

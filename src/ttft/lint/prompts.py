@@ -109,12 +109,13 @@ class PromptsAnalysis:
 def _restore_points(
     renderer: TemplateRenderer, item: RenderedRequest, tokens: PromptTokens
 ) -> list[int]:
-    """Token positions where user messages start: where llama-server keeps context checkpoints."""
+    """Token positions where llama-server keeps context checkpoints: the first and the last user
+    message's start (others only every 8192 tokens, which lint does not model).
+    """
     points: list[int] = []
     messages = item.request.messages
-    for k, message in enumerate(messages):
-        if k == 0 or message.get("role") != "user":
-            continue
+    users = [k for k, m in enumerate(messages) if m.get("role") == "user" and k > 0]
+    for k in sorted({users[0], users[-1]} if users else set()):
         head = renderer.render(
             messages[:k],
             item.request.tools,

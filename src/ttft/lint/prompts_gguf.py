@@ -28,7 +28,6 @@ _SCALARS = {
     12: "<d",
 }
 _STRING, _ARRAY = 8, 9
-_WANTED = ("tokenizer.chat_template", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")
 _TOKENS = "tokenizer.ggml.tokens"
 
 
@@ -46,7 +45,10 @@ class _Reader:
 
     def string(self) -> str:
         n = int(self.take("<Q"))
-        return self.fh.read(n).decode("utf-8", errors="replace")
+        raw = self.fh.read(n)
+        if len(raw) != n:
+            raise TtftError(f"{self.path}: GGUF metadata ends early (truncated file?)")
+        return raw.decode("utf-8", errors="replace")
 
     def skip_string(self) -> None:
         self.fh.seek(int(self.take("<Q")), 1)
@@ -71,6 +73,34 @@ class _Reader:
 
 def read_gguf_chat_metadata(path: Path) -> dict[str, str]:
     """``chat_template``, ``bos_token`` and ``eos_token`` from the GGUF metadata, where present."""
+    found, tokens_at = _open_and_read(path)
+    out: dict[str, str] = {}
+    template = found.get("tokenizer.chat_template")
+    if isinstance(template, str):
+        out["chat_template"] = template
+    if tokens_at is not None:
+        with path.open("rb") as fh:
+            reader = _Reader(fh, path)
+            for name in ("bos", "eos"):
+                token_id = found.get(f"tokenizer.ggml.{name}_token_id")
+                if isinstance(token_id, int) and not isinstance(token_id, bool):
+                    text = _token_text(reader, tokens_at, token_id)
+                    if text is not None:
+                        out[f"{name}_token"] = text
+    return out
+
+
+def read_gguf_sliding_window(path: Path) -> int | None:
+    """The model's sliding attention window (``<arch>.attention.sliding_window``), if it has one.
+
+    llama-server can restore a sliding-window model's prefix only at context checkpoints.
+    """
+    found, _ = _open_and_read(path)
+    window = found.get(f"{found.get('general.architecture')}.attention.sliding_window")
+    return window if isinstance(window, int) and not isinstance(window, bool) and window else None
+
+
+def _open_and_read(path: Path) -> tuple[dict[str, object], int | None]:
     try:
         with path.open("rb") as fh:
             return _read(_Reader(fh, path))
@@ -78,7 +108,8 @@ def read_gguf_chat_metadata(path: Path) -> dict[str, str]:
         raise TtftError(f"cannot read {path}: {exc}") from None
 
 
-def _read(r: _Reader) -> dict[str, str]:
+def _read(r: _Reader) -> tuple[dict[str, object], int | None]:
+    """Every scalar and string of the key/value table, and where the token texts start."""
     if r.fh.read(4) != b"GGUF":
         raise TtftError(f"{r.path}: not a GGUF file (no GGUF magic at the start)")
     version = int(r.take("<I"))
@@ -90,26 +121,15 @@ def _read(r: _Reader) -> dict[str, str]:
     for _ in range(n_kv):
         key = r.string()
         vtype = int(r.take("<I"))
-        if key in _WANTED and vtype == _STRING:
+        if vtype == _STRING:
             found[key] = r.string()
-        elif key in _WANTED and vtype in _SCALARS:
+        elif vtype in _SCALARS:
             found[key] = r.take(_SCALARS[vtype])
         else:
             if key == _TOKENS and vtype == _ARRAY:
                 tokens_at = r.fh.tell()
             r.skip_value(vtype)
-    out: dict[str, str] = {}
-    template = found.get("tokenizer.chat_template")
-    if isinstance(template, str):
-        out["chat_template"] = template
-    if tokens_at is not None:
-        for name in ("bos", "eos"):
-            token_id = found.get(f"tokenizer.ggml.{name}_token_id")
-            if isinstance(token_id, int) and not isinstance(token_id, bool):
-                text = _token_text(r, tokens_at, token_id)
-                if text is not None:
-                    out[f"{name}_token"] = text
-    return out
+    return found, tokens_at
 
 
 def _token_text(r: _Reader, tokens_at: int, index: int) -> str | None:

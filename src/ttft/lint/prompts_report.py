@@ -17,8 +17,8 @@ from ttft.lint.prompts_tokens import PromptTokens
 
 # Kinds that a detector could mistake for ordinary text: a value identical across a whole log
 # is then more likely a constant than per-request data.
-_WEAK_KINDS = {"user-name", "counter", "hex-token", "base64-token", "request-id", "varying"}
-_STRONG_KINDS = {"timestamp", "epoch", "uuid"}
+_WEAK_KINDS = {"user-name", "counter", "hex-token", "base64-token", "varying"}
+_STRONG_KINDS = {"timestamp", "epoch", "uuid", "request-id"}
 
 _FIX_MOVE = (
     "move it out of the static prefix: append it to the end of the last user message (or let the "
@@ -107,7 +107,7 @@ def clock_finding(analysis: PromptsAnalysis) -> Finding | None:
     if clock is None:
         return None
     template = analysis.template
-    line = template.line_of("strftime_now")
+    line = template.line_of("strftime_now(")
     file = template.path or f"<{template.origin}>"
     lost = max(0, clock.static_tokens - clock.token_offset)
     how_often = "every request" if clock.changes_within_a_day else "once a day"

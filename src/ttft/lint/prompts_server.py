@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from ttft.core.errors import TtftError
 from ttft.lint.chat_template import ChatTemplate
+from ttft.lint.prompts_gguf import read_gguf_sliding_window
 
 
 def _get_json(url: str, body: dict[str, Any] | None, timeout_s: float) -> dict[str, Any]:
@@ -78,3 +80,21 @@ def measure_prefill_rate(base_url: str, n_words: int = 300, timeout_s: float = 1
             "give the prefill rate with --prefill-rate TOKENS_PER_S",
         )
     return float(rate)
+
+
+def server_sliding_window(props: dict[str, Any]) -> int | None:
+    """The sliding attention window of the model a local llama-server serves, if it has one.
+
+    Read from the GGUF named in ``/props`` (``model_path``) when this machine can read it: the
+    server itself does not report it, and it decides how much of a prefix the server can reuse.
+    """
+    model_path = props.get("model_path")
+    if not isinstance(model_path, str) or not model_path.endswith(".gguf"):
+        return None
+    path = Path(model_path)
+    if not path.is_file():
+        return None
+    try:
+        return read_gguf_sliding_window(path)
+    except TtftError:
+        return None

@@ -100,24 +100,32 @@ def text_parts(message: dict[str, Any]) -> list[tuple[int | None, str]]:
     return []
 
 
-def locate(request: ChatRequest, needle: str, before: int) -> tuple[str, TextPlace | None] | None:
-    """Where ``needle`` comes from among the messages before index ``before``, or the tools.
+def locate_all(
+    request: ChatRequest, needle: str, before: int
+) -> list[tuple[str, TextPlace | None] | None]:
+    """Every place ``needle`` comes from, in rendering order: messages before ``before``, tools.
 
-    None means it is in earlier conversation turns (history, not an error); a source with no place
-    means it cannot be moved by editing a static message (tools).
+    An entry of None is an occurrence in earlier conversation turns (history, not an error); a
+    source with no place cannot be moved by editing a static message (tools, the template).
     """
+    found: list[tuple[str, TextPlace | None] | None] = []
     for i, message in enumerate(request.messages[:before]):
+        role = str(message.get("role"))
         for part, text in text_parts(message):
             at = text.find(needle)
-            if at < 0:
-                continue
-            role = str(message.get("role"))
-            if role not in STATIC_ROLES:
-                return None
-            return f"messages[{i}] ({role})", TextPlace(i, part, at, at + len(needle))
+            while at >= 0:
+                place = TextPlace(i, part, at, at + len(needle))
+                found.append((f"messages[{i}] ({role})", place) if role in STATIC_ROLES else None)
+                at = text.find(needle, at + len(needle))
     if request.tools and needle in json.dumps(request.tools, ensure_ascii=False):
-        return "tools", None
-    return "template", None
+        found.append(("tools", None))
+    return found
+
+
+def locate(request: ChatRequest, needle: str, before: int) -> tuple[str, TextPlace | None] | None:
+    """The first place ``needle`` comes from (see :func:`locate_all`); "template" if none."""
+    found = locate_all(request, needle, before)
+    return found[0] if found else ("template", None)
 
 
 def analyse(renderer: TemplateRenderer, request: ChatRequest) -> RenderedRequest:
@@ -126,8 +134,13 @@ def analyse(renderer: TemplateRenderer, request: ChatRequest) -> RenderedRequest
     static_chars = static_prefix_chars(renderer, request, text)
     before = last_user_index(request.messages)
     found: list[FoundSpan] = []
+    # The n-th span with a given text is the n-th occurrence of that text in the request.
+    seen: dict[str, int] = {}
     for span in find_dynamic(text[:static_chars]):
-        where = locate(request, span.text, before)
+        places = locate_all(request, span.text, before)
+        nth = seen.get(span.text, 0)
+        seen[span.text] = nth + 1
+        where = places[min(nth, len(places) - 1)] if places else ("template", None)
         if where is not None:
             found.append(FoundSpan(span, where[0], where[1]))
     return RenderedRequest(request, text, static_chars, tuple(found))

@@ -1,0 +1,229 @@
+"""``ttft lint prompts``: dynamic content and template instability that keep the prefix cache cold.
+
+Attached to the ``ttft lint`` group by ``ttft.cli.lint`` (import that module, not this one, first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ttft.cli.lint import exit_with, output_options, user_errors
+from ttft.core.errors import TtftError
+from ttft.lint.chat_template import ChatTemplate
+from ttft.lint.findings import Severity, without_rules
+from ttft.lint.output import dumps, exit_code, render_text, to_json, to_sarif
+from ttft.lint.prefix_cache import CACHE_MODEL_HELP, CACHE_MODELS
+from ttft.lint.prompts_requests import ChatRequest
+from ttft.lint.prompts_tokens import PromptTokens
+from ttft.workload.tokenizer import Tokenizer
+
+
+@dataclass
+class _Sources:
+    template: ChatTemplate
+    tokens: PromptTokens
+    server_url: str | None  # where the prefill rate can be measured
+    sliding_window: bool  # the served model uses sliding-window attention (checkpoint reuse)
+
+
+@contextlib.contextmanager
+def _sources(
+    template_path: Path | None,
+    template_name: str | None,
+    tokenizer_path: Path | None,
+    url: str | None,
+) -> Iterator[_Sources]:
+    """Template and tokenizer from files, a running server, or the embedded engine (started here
+    and stopped on exit) for whatever the files do not give."""
+    from ttft.lint.prompts_server import (
+        fetch_server_props,
+        server_prefix_ids,
+        server_sliding_window,
+        template_from_server,
+    )
+    from ttft.lint.prompts_sources import load_template
+    from ttft.workload.hf_tokenizer import HFTokenizer
+    from ttft.workload.tokenizer import ServerTokenizer
+
+    template = load_template(template_path, template_name) if template_path else None
+    if tokenizer_path is None and template_path is not None and template_path.suffix == ".json":
+        beside = template_path.with_name("tokenizer.json")
+        tokenizer_path = beside if beside.is_file() else None
+    tokenizer: Tokenizer | None = HFTokenizer.from_file(tokenizer_path) if tokenizer_path else None
+    if template is not None and tokenizer is not None and url is None:
+        yield _Sources(template, PromptTokens(tokenizer), None, sliding_window=False)
+        return
+    with contextlib.ExitStack() as stack:
+        if url is None:
+            url = _start_embedded(stack)
+        sliding = server_sliding_window(fetch_server_props(url)) is not None
+        if template is None:
+            template = template_from_server(url)
+        if tokenizer is None:
+            if template_path is not None:
+                click.echo(
+                    f"note: counting tokens with {url}/tokenize; give --tokenizer with the "
+                    "model's tokenizer.json for exact counts of another model",
+                    err=True,
+                )
+            tokens = PromptTokens(ServerTokenizer(url), server_prefix_ids(url))
+        else:
+            tokens = PromptTokens(tokenizer)
+        yield _Sources(template, tokens, url, sliding)
+
+
+def _start_embedded(stack: contextlib.ExitStack) -> str:
+    from ttft.engines.embedded import launch_embedded
+
+    click.echo("starting the embedded engine (llama-server, Gemma 3 270M) ...", err=True)
+    engine = stack.enter_context(launch_embedded(ctx_size=4096, parallel=1))
+    return engine.base_url
+
+
+def _load_requests(log: Path | None, messages: Path | None) -> list[ChatRequest]:
+    from ttft.lint.prompts_requests import load_request_log, load_sample
+
+    if (log is None) == (messages is None):
+        raise TtftError(
+            "give a request log (LOG.jsonl) or one conversation (--messages FILE.json)",
+            "ttft lint prompts requests.jsonl   or   ttft lint prompts --messages sample.json",
+        )
+    if log is not None:
+        return load_request_log(log)
+    assert messages is not None
+    return [load_sample(messages)]
+
+
+def _cache_table(rows: list[tuple[str, str, str]], title: str) -> Table:
+    table = Table(title=title, title_justify="left", box=None, expand=False)
+    table.add_column("prefix cache", no_wrap=True)
+    table.add_column("now", justify="right", no_wrap=True)
+    table.add_column("after fixes", justify="right", no_wrap=True)
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    return table
+
+
+@click.command("prompts")
+@click.argument("log", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--messages",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="One conversation to check (a chat body or a JSON list of messages) instead of a log.",
+)
+@click.option(
+    "--template",
+    "template_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Chat template: a .jinja file, a tokenizer_config.json or a .gguf. "
+    "Default: the template the server (--url) or the embedded engine applies.",
+)
+@click.option("--template-name", default=None, help="A named template of a tokenizer_config.json.")
+@click.option(
+    "--tokenizer",
+    "tokenizer_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The model's tokenizer.json. Default: beside a tokenizer_config.json, else the server's "
+    "/tokenize.",
+)
+@click.option(
+    "--url",
+    default=None,
+    help="A running llama-server: its GET /props template and its /tokenize. Without --url and "
+    "--template the embedded engine is started for them.",
+)
+@click.option(
+    "--cache-model",
+    type=click.Choice(sorted(CACHE_MODELS)),
+    default=None,
+    help="How the engine reuses a shared prefix: "
+    + "; ".join(f"{k}: {v}" for k, v in sorted(CACHE_MODEL_HELP.items()))
+    + ". Default: checkpoint when the server's model (its GGUF) has a sliding window, "
+    "token otherwise.",
+)
+@click.option(
+    "--prefill-rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="TOKENS_PER_S",
+    help="Prefill speed that turns saved tokens into saved TTFT. Default: measured on the "
+    "server when there is one.",
+)
+@output_options
+def prompts(
+    log: Path | None,
+    messages: Path | None,
+    template_path: Path | None,
+    template_name: str | None,
+    tokenizer_path: Path | None,
+    url: str | None,
+    cache_model: str | None,
+    prefill_rate: float | None,
+    fmt: str,
+    fail_on: str,
+    ignore: tuple[str, ...],
+) -> None:
+    """Find what keeps the prefix cache cold in a chat template and its requests.
+
+    Renders each request as the engine would (Hugging Face chat-template semantics), tokenizes it,
+    and reports dynamic content in the cacheable prefix (timestamps, ids, names, counters),
+    logically equal requests that render differently, and the prefix-cache hit rate of the log
+    now and after the suggested fixes, with the TTFT that saves.
+
+    \b
+    Examples:
+      ttft lint prompts requests.jsonl
+      ttft lint prompts --url http://127.0.0.1:8080 requests.jsonl --prefill-rate 420
+      ttft lint prompts --messages chat.json --template tokenizer_config.json
+    """
+    from ttft.lint.prompts import lint_prompts
+    from ttft.lint.prompts_report import findings as to_findings
+    from ttft.lint.prompts_report import report, report_rows, saving_line
+    from ttft.lint.prompts_server import measure_prefill_rate
+
+    with user_errors():
+        requests = _load_requests(log, messages)
+        with _sources(template_path, template_name, tokenizer_path, url) as src:
+            model = CACHE_MODELS[cache_model or ("checkpoint" if src.sliding_window else "token")]
+            rate = prefill_rate
+            if rate is None and src.server_url is not None and len(requests) > 1:
+                rate = measure_prefill_rate(src.server_url)
+            analysis = lint_prompts(
+                requests, src.template, src.tokens, cache_model=model, prefill_rate=rate
+            )
+            found = without_rules(to_findings(analysis, src.tokens), ignore)
+    subject = f"prompts {log or messages} (template: {analysis.template.origin})"
+    data: dict[str, Any] = report(analysis)
+    if fmt == "json":
+        document = to_json(found, subject=subject)
+        document["prefix_cache"] = data
+        click.echo(dumps(document))
+    elif fmt == "sarif":
+        document = to_sarif(found)
+        document["runs"][0]["properties"] = {"prefix_cache": data}
+        click.echo(dumps(document))
+    else:
+        console = Console(highlight=False)
+        render_text(found, console, subject=subject)
+        console.print()
+        title = f"prefix-cache replay ({model.name} model: {CACHE_MODEL_HELP[model.name]})"
+        console.print(_cache_table(report_rows(analysis), title))
+        console.print(escape(saving_line(analysis)))
+        console.print(
+            "[dim]ideal cache: every earlier prompt stays cached. llama-server keeps one prompt "
+            "per slot (plus a host-memory prompt cache): the one-slot row is its lower bound.[/dim]"
+        )
+    threshold = None if fail_on == "never" else Severity.parse(fail_on)
+    exit_with(exit_code(found, threshold))
