@@ -246,3 +246,9 @@ def engine(
         f" from {source}" if source != COMMAND_LINE else ""
     )
     exit_with(emit(findings, fmt, fail_on, ignore=ignore, subject=subject))
+
+
+# Subcommands kept in their own modules attach here; they import the shared options above.
+from ttft.cli.lint_prompts import prompts  # noqa: E402
+
+lint.add_command(prompts)
