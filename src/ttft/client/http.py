@@ -22,19 +22,33 @@ _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _NO_BODY_STATUSES = frozenset({204, 304})
 
 
-def build_request(
-    method: str, target: str, host_header: str, headers: Mapping[str, str], body: bytes
+def request_head(
+    method: str, target: str, host_header: str, headers: Mapping[str, str]
 ) -> bytes:
-    """Serialize one request: ``headers`` as given, ``Host`` and ``Content-Length`` our own."""
+    """Request line and headers up to (without) ``Content-Length`` and the blank line.
+
+    ``headers`` are sent as given; ``Host`` and ``Content-Length`` are always our own. A client
+    builds this once per path and reuses it for every request.
+    """
     lines = [f"{method} {target} HTTP/1.1", f"Host: {host_header}"]
     lines.extend(
         f"{name}: {value}"
         for name, value in headers.items()
         if name.lower() not in ("host", "content-length")
     )
-    if body or method in ("POST", "PUT", "PATCH"):
-        lines.append(f"Content-Length: {len(body)}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    return ("\r\n".join(lines) + "\r\n").encode("latin-1")
+
+
+def with_body(head: bytes, body: bytes) -> bytes:
+    """A request from ``request_head``'s bytes and a body."""
+    return b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
+
+
+def build_request(
+    method: str, target: str, host_header: str, headers: Mapping[str, str], body: bytes
+) -> bytes:
+    """Serialize one request: ``headers`` as given, ``Host`` and ``Content-Length`` our own."""
+    return with_body(request_head(method, target, host_header, headers), body)
 
 
 @dataclass(slots=True)
@@ -225,9 +239,11 @@ class ResponseParser:
                 nl = buf.find(b"\n", pos)
                 if nl < 0:
                     break
-                size_text = buf[pos:nl].split(b";", 1)[0].strip()
+                size_text = buf[pos:nl]
+                if b";" in size_text:
+                    size_text = size_text.split(b";", 1)[0]
                 try:
-                    size = int(size_text, 16)
+                    size = int(size_text, 16)  # int() ignores the surrounding whitespace and CR
                 except ValueError:
                     raise RequestFailed(
                         errors.PROTOCOL, f"bad chunk size line {buf[pos:nl][:40]!r}"
@@ -235,6 +251,10 @@ class ResponseParser:
                 pos = nl + 1
                 if size == 0:
                     self._state = _TRAILER
+                elif buf[pos + size : pos + size + 2] == b"\r\n":
+                    # The common case: the whole chunk and its CRLF are in this read.
+                    pieces.append(buf[pos : pos + size])
+                    pos += size + 2
                 else:
                     self._remaining = size
                     self._state = _CHUNK_DATA

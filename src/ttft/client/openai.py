@@ -150,15 +150,11 @@ class ChunkReader:
             self.done = True
             record.done_ns = t_ns
             return
-        if not data.strip():
-            return
-        try:
-            chunk = json.loads(data)
-        except ValueError:
-            self._fail(errors.PROTOCOL, f"stream data is not JSON: {data[:200]!r}", t_ns)
-            return
-        if not isinstance(chunk, dict):
-            self._fail(errors.PROTOCOL, f"stream data is not a JSON object: {data[:200]!r}", t_ns)
+        chunk = _parse(data)
+        if chunk is None:
+            if data.strip():
+                self._fail(errors.PROTOCOL, f"stream data is not a JSON object: {data[:200]!r}",
+                           t_ns)
             return
         if chunk.get("error"):
             self._fail(errors.STREAM_ERROR, error_message(chunk), t_ns)
@@ -167,42 +163,50 @@ class ChunkReader:
         if choices:
             self._choices(choices, t_ns)
         usage = chunk.get("usage")
-        if isinstance(usage, dict):
+        if usage is not None and isinstance(usage, dict):
             self._usage(usage)
         timings = chunk.get("timings")
-        if isinstance(timings, dict):
+        if timings is not None and isinstance(timings, dict):
             record.server_timings = {
                 k: float(v) for k, v in timings.items()
                 if isinstance(v, int | float) and not isinstance(v, bool)
             }
 
     def _choices(self, choices: Any, t_ns: int) -> None:
-        content_chars = 0
-        reasoning_chars = 0
-        for choice in choices if isinstance(choices, list) else ():
-            if not isinstance(choice, dict):
+        # Hot path (once per token): exact type checks and the usual shapes first.
+        content = 0
+        reasoning = 0
+        for choice in choices if type(choices) is list else ():
+            if type(choice) is not dict:
                 continue
             delta = choice.get("delta")
-            if isinstance(delta, dict):
-                content_chars += _text_len(delta.get("content"))
-                reasoning_chars += _text_len(delta.get("reasoning_content"))
-                reasoning_chars += _text_len(delta.get("reasoning"))
+            if delta is None:
+                text = choice.get("text")  # completions
+                if type(text) is str:
+                    content += len(text)
+                continue
+            if type(delta) is not dict:
+                continue
+            text = delta.get("content")
+            if type(text) is str:
+                content += len(text)
+            if len(delta) > 1 or text is None:  # more than {"content": ...}: look further
+                reasoning += _text_len(delta.get("reasoning_content"))
+                reasoning += _text_len(delta.get("reasoning"))
                 calls = delta.get("tool_calls")
-                if isinstance(calls, list):
+                if type(calls) is list:
                     for call in calls:
-                        fn = call.get("function") if isinstance(call, dict) else None
-                        if isinstance(fn, dict):
-                            content_chars += _text_len(fn.get("arguments"))
-            else:
-                content_chars += _text_len(choice.get("text"))
-        if not content_chars and not reasoning_chars:
+                        fn = call.get("function") if type(call) is dict else None
+                        if type(fn) is dict:
+                            content += _text_len(fn.get("arguments"))
+        if not content and not reasoning:
             return
         record = self.record
         record.chunk_ns.append(t_ns)
-        record.output_text_chars += content_chars + reasoning_chars
+        record.output_text_chars += content + reasoning
         if record.first_content_ns is None:
             record.first_content_ns = t_ns
-        if content_chars and record.first_output_ns is None:
+        if content and record.first_output_ns is None:
             record.first_output_ns = t_ns
 
     def _usage(self, usage: dict[str, Any]) -> None:
@@ -220,6 +224,23 @@ class ChunkReader:
     def _fail(self, kind: str, message: str, t_ns: int) -> None:
         self.error = ErrorInfo(kind=kind, message=message, status=self.record.status)
         self.record.done_ns = t_ns
+
+
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _parse(data: str) -> dict[str, Any] | None:
+    """The JSON object in ``data``, or None if it is not one (or is empty)."""
+    try:
+        value, end = _raw_decode(data)  # no whitespace skipping: the fast path
+    except ValueError:
+        try:
+            value, end = json.loads(data), len(data)
+        except ValueError:
+            return None
+    if end != len(data) and data[end:].strip():
+        return None
+    return value if type(value) is dict else None
 
 
 def _text_len(value: Any) -> int:

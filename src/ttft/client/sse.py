@@ -60,6 +60,9 @@ class SseDecoder:
             if line[:5] == b"data:":
                 value = line[6:] if line[5:6] == b" " else line[5:]
                 data.append(value.decode("utf-8", "replace"))
+            elif not line and len(data) == 1 and not self._event:
+                events.append(SseEvent(data[0], "message", self._id))
+                data.clear()
             else:
                 event = self._line(line)
                 if event is not None:

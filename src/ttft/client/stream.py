@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from ttft.client import errors
 from ttft.client.errors import RequestFailed
-from ttft.client.http import ResponseHead, ResponseParser, build_request
+from ttft.client.http import ResponseHead, ResponseParser, request_head, with_body
 from ttft.client.openai import PATHS, ChunkReader, Request, error_message, prepare
 from ttft.client.pool import ConnectionPool, PoolStats
 from ttft.client.sse import SseDecoder
@@ -27,6 +27,7 @@ from ttft.core.errors import TtftError
 from ttft.core.records import ErrorInfo, RequestRecord, RunAnchor
 
 _MAX_ERROR_BODY = 64 * 1024
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 class _Unset(enum.Enum):
@@ -181,6 +182,7 @@ class StreamingClient:
         merged = {k: v for k, v in defaults.items() if k.lower() not in given}
         merged.update(dict(given.values()))
         self._headers = merged
+        self._heads: dict[str, bytes] = {}  # per API: the request head before Content-Length
         self._missing_done = (
             ErrorInfo(errors.INCOMPLETE_STREAM, "the stream ended without 'data: [DONE]'")
             if require_done else None
@@ -233,10 +235,12 @@ class StreamingClient:
         if record.scheduled_ns is None:
             record.scheduled_ns = time.perf_counter_ns() - anchor_ns
         api, body = prepare(request, self.model)
-        payload = build_request(
-            "POST", self.path_for(api), self._host_header, self._headers,
-            json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
-        )
+        head = self._heads.get(api)
+        if head is None:
+            head = self._heads[api] = request_head(
+                "POST", self.path_for(api), self._host_header, self._headers
+            )
+        payload = with_body(head, _dumps(body).encode())
         sink = _LadderSink(record, anchor_ns, self._missing_done)
         parser = ResponseParser(sink)
         limit = self.timeout_s if isinstance(timeout_s, _Unset) else timeout_s

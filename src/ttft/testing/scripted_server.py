@@ -133,7 +133,7 @@ class _Conn(asyncio.Protocol):
             return
         try:
             body = json.loads(raw)
-            script = self.server.script_for(path, body).merged(body.get("ttft_script"))
+            script = self.server.script_for(path, body, body.get("ttft_script"))
         except (ValueError, TypeError, AttributeError) as exc:
             self._send_json(400, {"error": {"message": f"bad request: {exc}"}})
             return
@@ -143,7 +143,7 @@ class _Conn(asyncio.Protocol):
         self.log = RequestLog(index, self.id, path, body.get("ttft_tag"), received_ns,
                               headers=headers)
         self.server.logs.append(self.log)
-        self.pieces = render(script, api, index, self.server.model)
+        self.pieces = self.server.pieces_for(script, api)
         self.next_piece = 0
         self.base = asyncio.get_running_loop().time()
         self._advance()
@@ -205,6 +205,8 @@ class ScriptedServer:
         self.peak_open_connections = 0
         self._index = 0
         self._conn_ids = 0
+        self._merged: dict[Any, Script] = {}
+        self._rendered: dict[tuple[Script, str], list[Piece]] = {}
         self._server: asyncio.Server | None = None
         self._conns: set[_Conn] = set()
 
@@ -212,8 +214,34 @@ class ScriptedServer:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def script_for(self, path: str, body: dict[str, Any]) -> Script:
-        return self._script if isinstance(self._script, Script) else self._script(path, body)
+    def script_for(
+        self, path: str, body: dict[str, Any], overrides: dict[str, Any] | None = None
+    ) -> Script:
+        base = self._script if isinstance(self._script, Script) else self._script(path, body)
+        if not overrides:
+            return base
+        try:
+            key: Any = (base, tuple(sorted(overrides.items())))
+            hash(key)
+        except TypeError:  # a list among the values: not cacheable
+            return base.merged(overrides)
+        script = self._merged.get(key)
+        if script is None:
+            script = self._merged[key] = base.merged(overrides)
+        return script
+
+    def pieces_for(self, script: Script, api: str) -> list[Piece]:
+        """The rendered response, cached per script: rendering costs more than serving, and a
+        busy instrument must stay faster than the clients it measures. (Chunk ids therefore
+        repeat across requests; the log's ``tag`` identifies requests.)"""
+        key = (script, api)
+        pieces = self._rendered.get(key)
+        if pieces is None:
+            if len(self._rendered) > 1024:
+                self._rendered.clear()
+                self._merged.clear()
+            pieces = self._rendered[key] = render(script, api, 0, self.model)
+        return pieces
 
     def snapshot(self, clear: bool = False) -> Snapshot:
         snap = Snapshot(list(self.logs), self.connections_opened, self.peak_open_connections)

