@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -69,7 +69,11 @@ class ResponseHead:
 
 
 class ResponseSink(Protocol):
-    """What the parser reports to. ``t_ns`` is the clock reading taken when the bytes arrived."""
+    """What the parser reports to. ``t_ns`` is the clock reading taken when the bytes arrived.
+
+    Optional: a sink with ``on_first_byte(t_ns)`` is told when the first byte after the head
+    arrived, before any unframing or decoding (gzip can hold text back; the wire does not).
+    """
 
     def on_head(self, head: ResponseHead, t_ns: int) -> None: ...
 
@@ -113,12 +117,13 @@ class ResponseParser:
     """
 
     __slots__ = (
-        "_buf", "_decoder", "_keep_alive", "_remaining", "_sink", "_state",
-        "bytes_received", "head", "reusable", "stopped",
+        "_buf", "_decoder", "_keep_alive", "_on_first_byte", "_remaining", "_sink", "_state",
+        "body_started", "bytes_received", "head", "reusable", "stopped",
     )
 
     def __init__(self, sink: ResponseSink) -> None:
         self._sink = sink
+        self._on_first_byte: Callable[[int], None] | None = getattr(sink, "on_first_byte", None)
         self._state = _HEAD
         self._buf = b""
         self._remaining = 0
@@ -126,6 +131,7 @@ class ResponseParser:
         self._keep_alive = False
         self.head: ResponseHead | None = None
         self.bytes_received = 0
+        self.body_started = False
         self.reusable = False
         self.stopped = False
 
@@ -145,6 +151,10 @@ class ResponseParser:
             buf = self._parse_head(buf, t_ns)
             if self._state == _HEAD or self._state == _DONE:
                 return self._state == _DONE
+        if not self.body_started and buf:
+            self.body_started = True
+            if self._on_first_byte is not None:
+                self._on_first_byte(t_ns)
         if self._state == _UNTIL_EOF:
             return self._emit(buf, t_ns) if buf else False
         if self._state == _LENGTH:

@@ -28,21 +28,18 @@ _clock = time.perf_counter_ns
 class _Inbox:
     """Stamped reads waiting to be parsed, in arrival order, across a pool's connections."""
 
-    __slots__ = ("_items", "_loop", "_scheduled")
+    __slots__ = ("_items", "_scheduled")
 
     def __init__(self) -> None:
         self._items: list[tuple[_Connection, bytes | None, int, str]] = []
         self._scheduled = False
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     def put(self, conn: _Connection, data: bytes | None, t_ns: int, reason: str = "") -> None:
         """Queue a read (``data``) or the peer's close (``None``) stamped ``t_ns``."""
         self._items.append((conn, data, t_ns, reason))
         if not self._scheduled:
             self._scheduled = True
-            if self._loop is None:
-                self._loop = asyncio.get_running_loop()
-            self._loop.call_soon(self._drain)
+            asyncio.get_running_loop().call_soon(self._drain)
 
     def _drain(self) -> None:
         self._scheduled = False

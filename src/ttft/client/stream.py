@@ -62,11 +62,11 @@ class _LadderSink:
         if not 200 <= head.status < 300 or head.content_type == "application/json":
             self._collected = bytearray()
 
+    def on_first_byte(self, t_ns: int) -> None:
+        self._record.first_byte_ns = t_ns - self._anchor
+
     def on_body(self, data: bytes, t_ns: int) -> bool:
         t_rel = t_ns - self._anchor
-        record = self._record
-        if record.first_byte_ns is None:
-            record.first_byte_ns = t_rel
         collected = self._collected
         if collected is not None:
             if len(collected) < _MAX_ERROR_BODY:

@@ -18,10 +18,14 @@ class Sink:
         self.head_t: int | None = None
         self.body: list[tuple[bytes, int]] = []
         self.end_t: int | None = None
+        self.first_byte_t: int | None = None
         self.stop_on = stop_on
 
     def on_head(self, head: ResponseHead, t_ns: int) -> None:
         self.head, self.head_t = head, t_ns
+
+    def on_first_byte(self, t_ns: int) -> None:
+        self.first_byte_t = t_ns
 
     def on_body(self, data: bytes, t_ns: int) -> bool:
         self.body.append((data, t_ns))
@@ -165,3 +169,17 @@ def test_request_head_has_host_and_length_and_keeps_given_headers_in_order() -> 
     raw = build_request("POST", "/v1/completions", "h:1", {"A": "1", "host": "evil"}, b"{}")
     assert raw == (b"POST /v1/completions HTTP/1.1\r\nHost: h:1\r\nA: 1\r\n"
                    b"Content-Length: 2\r\n\r\n{}")
+
+
+def test_first_byte_is_the_first_body_byte_on_the_wire_even_before_gzip_yields_text() -> None:
+    gz = zlib.compressobj(wbits=31)
+    header_only = gz.compress(b"")  # a gzip stream's 10-byte header: no text yet
+    rest = gz.compress(b"data: a\n\n") + gz.flush()
+    head = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"
+    parser = ResponseParser(sink := Sink())
+    parser.feed(head, 1)
+    assert sink.first_byte_t is None  # the head alone is not body
+    parser.feed(b"%x\r\n%s\r\n" % (len(header_only), header_only), 2)
+    parser.feed(b"%x\r\n%s\r\n0\r\n\r\n" % (len(rest), rest), 3)
+    assert sink.first_byte_t == 2
+    assert sink.body == [(b"data: a\n\n", 3)]
