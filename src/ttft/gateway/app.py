@@ -1,0 +1,196 @@
+"""The gateway service: endpoints, API keys, and the life cycle of models and health checks.
+
+Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (proxied), ``GET
+/v1/models`` (the configured names), ``GET /health`` (200 while every model has a healthy
+replica, 503 otherwise, with the details) and ``GET /metrics`` (Prometheus text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import time
+from typing import Any
+
+from ttft.gateway.config import GatewayConfig
+from ttft.gateway.errors import GatewayError, not_found, unauthorized
+from ttft.gateway.http_server import HttpServer, Request, Response
+from ttft.gateway.metrics import GatewayMetrics
+from ttft.gateway.proxy import CHAT, COMPLETIONS, Proxy, check_method
+from ttft.gateway.runtime import (
+    ModelRuntime,
+    build_runtime,
+    check_health,
+    health_loop,
+    setup_prerender,
+)
+from ttft.gateway.validate import parse_body
+
+log = logging.getLogger("ttft.gateway")
+
+_ENDPOINTS = {"/v1/chat/completions": CHAT, "/v1/completions": COMPLETIONS}
+
+
+class Gateway:
+    """Build with a checked ``GatewayConfig``; ``await start()``; ``await stop()``."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.metrics = GatewayMetrics()
+        self.models: dict[str, ModelRuntime] = {
+            m.name: build_runtime(config, m, self.metrics) for m in config.models
+        }
+        self.proxy = Proxy(config, self.models, self.metrics)
+        limits = config.limits
+        self.server = HttpServer(
+            self.handle,
+            max_header_bytes=limits.max_header_bytes,
+            max_body_bytes=limits.max_body_bytes,
+            max_connections=limits.max_connections,
+            read_timeout_s=limits.read_timeout_s,
+            idle_timeout_s=limits.idle_timeout_s,
+        )
+        self._keys = tuple(k.encode() for k in config.api_keys)
+        self._tasks: list[asyncio.Task[None]] = []
+        self.started_at = time.time()
+
+    @property
+    def url(self) -> str:
+        host = self.server.host
+        return f"http://{host if ':' not in host else f'[{host}]'}:{self.server.port}"
+
+    async def start(self, *, wait_prerender_s: float = 5.0) -> None:
+        """Check every upstream once, load templates, then listen.
+
+        Pre-rendering setup is waited for up to ``wait_prerender_s`` (the first requests are
+        then already pre-rendered); it keeps retrying in the background after that.
+        """
+        routing = self.config.routing
+        await asyncio.gather(*(
+            check_health(r, routing.health_timeout_s)
+            for m in self.models.values() for r in m.replicas
+        ))
+        loop = asyncio.get_running_loop()
+        setups = []
+        for runtime in self.models.values():
+            for replica in runtime.replicas:
+                if replica.fails:
+                    replica.mark_down(replica.last_error or "not answering")
+            setup = loop.create_task(setup_prerender(runtime, self.config, self.metrics))
+            setups.append(setup)
+            self._tasks.append(setup)
+            self._tasks.append(loop.create_task(
+                health_loop(runtime, routing.health_interval_s, routing.health_timeout_s)))
+        if setups:
+            await asyncio.wait(setups, timeout=wait_prerender_s)
+        await self.server.start(self.config.host, self.config.port)
+        if not self._keys:
+            log.warning("no API keys configured: the gateway is open to anyone who can reach "
+                        "%s", self.url)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        await self.server.stop()
+        for runtime in self.models.values():
+            for replica in runtime.replicas:
+                replica.pool.close()
+
+    # -- requests --------------------------------------------------------------------------
+
+    async def handle(self, request: Request, response: Response) -> None:
+        endpoint = _ENDPOINTS.get(request.path)
+        label, model = endpoint or request.path, "-"
+        try:
+            if endpoint is not None:
+                check_method(request, "POST")
+                self._authorize(request)
+                body = parse_body(request.body)
+                plan = self.proxy.plan(request, endpoint, body)
+                model = plan.runtime.name
+                await self.proxy.run(request, response, plan)
+            elif request.path == "/v1/models":
+                check_method(request, "GET")
+                self._authorize(request)
+                self._send_json(response, 200, self._models_body())
+            elif request.path == "/health":
+                check_method(request, "GET")
+                if not self.config.public_metrics:
+                    self._authorize(request)
+                ok, body = self._health_body()
+                self._send_json(response, 200 if ok else 503, body)
+            elif request.path == "/metrics":
+                check_method(request, "GET")
+                if not self.config.public_metrics:
+                    self._authorize(request)
+                response.send(200, [("Content-Type", "text/plain; version=0.0.4")],
+                              self.metrics.render())
+            else:
+                label = "other"
+                raise not_found(f"no route {request.method} {request.path[:200]}; this gateway "
+                                "serves /v1/chat/completions, /v1/completions, /v1/models, "
+                                "/health and /metrics")
+        except GatewayError as exc:
+            if response.started:
+                raise
+            response.send_error(exc)
+        finally:
+            if response.status is not None and label in ("chat", "completions", "/v1/models"):
+                self.metrics.requests.inc(model, label, str(response.status))
+
+    def _authorize(self, request: Request) -> None:
+        if not self._keys:
+            return
+        header = request.headers.get("authorization")
+        if header is None:
+            raise unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise unauthorized("the Authorization header must be 'Bearer <key>'")
+        given = token.strip().encode()
+        # Compare with every key, in constant time per key: no early exit that leaks a prefix.
+        match = False
+        for key in self._keys:
+            match |= hmac.compare_digest(given, key)
+        if not match:
+            raise unauthorized("invalid API key")
+
+    @staticmethod
+    def _send_json(response: Response, status: int, payload: Any) -> None:
+        response.send(status, [("Content-Type", "application/json")],
+                      json.dumps(payload, ensure_ascii=False).encode())
+
+    def _models_body(self) -> dict[str, Any]:
+        created = int(self.started_at)
+        return {
+            "object": "list",
+            "data": [
+                {"id": name, "object": "model", "created": created, "owned_by": "ttft-gateway"}
+                for name in self.models
+            ],
+        }
+
+    def _health_body(self) -> tuple[bool, dict[str, Any]]:
+        models = {}
+        ok = True
+        for name, runtime in self.models.items():
+            healthy = runtime.healthy_count()
+            ok = ok and healthy > 0
+            models[name] = {
+                "healthy_upstreams": healthy,
+                "prerender": runtime.prerender_state,
+                "upstreams": [
+                    {"url": r.name, "healthy": r.healthy, "in_flight": r.admission.in_flight,
+                     "queued": r.admission.waiting,
+                     **({"last_error": r.last_error} if r.last_error else {})}
+                    for r in runtime.replicas
+                ],
+            }
+        return ok, {"status": "ok" if ok else "degraded", "models": models}

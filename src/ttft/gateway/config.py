@@ -1,0 +1,300 @@
+"""The gateway's configuration: a TOML file (or CLI flags) checked once, before anything listens.
+
+Every key is known: a typo is an error naming the key and the keys that exist, never a setting
+silently ignored. Upstreams come only from here; the gateway never proxies to a URL a client names.
+
+    listen = "127.0.0.1:8000"
+    api_keys = ["sk-..."]            # or api_keys_env = "TTFT_GATEWAY_KEYS" (comma-separated)
+
+    [admission]                      # per upstream replica
+    max_in_flight = 4
+    queue_size = 64
+    long_prompt_tokens = 1024
+
+    [[model]]
+    name = "gemma-3-270m"
+    upstreams = ["http://127.0.0.1:8080", { url = "http://127.0.0.1:8081", prerender = false }]
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ttft.core.errors import TtftError
+
+ENGINES = ("llama.cpp", "vllm", "sglang", "tgi", "openai")
+
+
+@dataclass(frozen=True)
+class UpstreamConfig:
+    """One engine replica. ``url`` is the server root; ``/v1/...`` paths are appended."""
+
+    url: str
+    prerender: bool | None = None  # None: the model's setting
+    max_in_flight: int | None = None  # None: [admission].max_in_flight
+    api_key: str | None = None  # sent upstream as a bearer token (not the client's key)
+
+    @property
+    def scheme(self) -> str:
+        return urlsplit(self.url).scheme
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).hostname or ""
+
+    @property
+    def port(self) -> int:
+        parts = urlsplit(self.url)
+        return parts.port or (443 if parts.scheme == "https" else 80)
+
+    @property
+    def root(self) -> str:
+        """The path prefix below which ``/v1/...`` lives (usually empty)."""
+        return urlsplit(self.url).path.rstrip("/")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    upstreams: tuple[UpstreamConfig, ...]
+    engine: str = "llama.cpp"
+    upstream_model: str | None = None  # the name the engines know; None: same as ``name``
+    prerender: bool = True  # render chat templates here and call the completions endpoint
+    chat_template: str = "auto"  # "auto" (llama.cpp /props), or a .jinja / tokenizer_config.json
+    tokenizer: str | None = None  # a tokenizer.json: prompts go upstream as token ids
+    hygiene: bool = False  # move dynamic content out of the system prompt (changes the prompt)
+
+
+@dataclass(frozen=True)
+class AdmissionConfig:
+    max_in_flight: int = 4  # per replica: about the engine's slots / max-num-seqs
+    queue_size: int = 64  # per replica, both lanes together
+    split_lanes: bool = True  # short requests do not queue behind long ones
+    long_prompt_tokens: int = 1024  # a prompt above this goes to the long lane
+    short_burst: int = 4  # short dispatches in a row before a waiting long one gets its turn
+    queue_timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class RoutingConfig:
+    affinity: bool = True
+    block_tokens: int = 64  # the prefix is hashed in blocks of this many tokens
+    max_blocks: int = 8  # at most this many leading blocks form the key
+    load_factor: float = 1.25  # bounded-load consistent hashing: at most 1.25 x the mean load
+    virtual_nodes: int = 64
+    health_interval_s: float = 2.0
+    health_timeout_s: float = 2.0
+    retries: int = 1  # another replica, only when the first failed before answering
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_header_bytes: int = 32 * 1024
+    max_connections: int = 4096
+    read_timeout_s: float = 30.0  # to receive a whole request once it started
+    idle_timeout_s: float = 75.0  # a keep-alive client connection with nothing to do
+    connect_timeout_s: float = 5.0
+    upstream_idle_timeout_s: float = 600.0  # silence from an upstream in the middle of an answer
+    max_response_bytes: int = 16 * 1024 * 1024  # a non-streamed answer we must translate
+    chars_per_token: float = 4.0  # estimate when no tokenizer is at hand
+    prerender_cache_entries: int = 1024
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    models: tuple[ModelConfig, ...]
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_keys: tuple[str, ...] = ()
+    public_metrics: bool = True  # /metrics and /health without a key
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    routing: RoutingConfig = field(default_factory=RoutingConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+
+    def model(self, name: str) -> ModelConfig | None:
+        return next((m for m in self.models if m.name == name), None)
+
+
+def _fail(where: str, problem: str, fix: str | None = None) -> TtftError:
+    return TtftError(f"{where}: {problem}", fix)
+
+
+def parse_listen(text: str, where: str = "listen") -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise _fail(where, f"{text!r} is not host:port", 'write it like "127.0.0.1:8000"')
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def check_upstream_url(url: str, where: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise _fail(where, f"{url!r} is not an http(s) URL", 'e.g. "http://127.0.0.1:8080"')
+    try:
+        _ = parts.port
+    except ValueError:
+        raise _fail(where, f"bad port in {url!r}") from None
+    if parts.query or parts.fragment:
+        raise _fail(where, f"{url!r} has a query or fragment", "give the server's root URL")
+    root = parts.path.rstrip("/")
+    # ".../v1" is how OpenAI clients are configured; the gateway appends /v1 itself.
+    if root.endswith("/v1"):
+        root = root[:-3]
+    return f"{parts.scheme}://{parts.netloc}{root}"
+
+
+def _section(
+    raw: Mapping[str, Any], cls: type[Any], where: str, skip: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Check ``raw``'s keys and value types against dataclass ``cls``; return the values."""
+    known = {f.name: f for f in fields(cls) if f.name not in skip}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        spec = known.get(key)
+        if spec is None:
+            raise _fail(where, f"unknown key {key!r}", f"known keys: {', '.join(sorted(known))}")
+        values[key] = _typed(value, spec.type, f"{where}.{key}")
+    return values
+
+
+def _typed(value: Any, type_name: Any, where: str) -> Any:
+    """Check one value against the field's annotation (a string: annotations are postponed)."""
+    kind = str(type_name).split("|")[0].strip()
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise _fail(where, f"expected true or false, got {value!r}")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise _fail(where, f"expected a whole number >= 0, got {value!r}")
+        return value
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise _fail(where, f"expected a positive number, got {value!r}")
+        return float(value)
+    if kind == "str":
+        if not isinstance(value, str):
+            raise _fail(where, f"expected a string, got {value!r}")
+        return value
+    raise _fail(where, "this key cannot be set here")
+
+
+def _upstream(raw: Any, where: str) -> UpstreamConfig:
+    if isinstance(raw, str):
+        return UpstreamConfig(url=check_upstream_url(raw, where))
+    if not isinstance(raw, dict):
+        raise _fail(where, "expected a URL string or a table with url = ...")
+    values = _section(raw, UpstreamConfig, where)
+    if "url" not in values:
+        raise _fail(where, "missing url")
+    values["url"] = check_upstream_url(values["url"], where)
+    if values.get("max_in_flight") == 0:
+        raise _fail(where + ".max_in_flight", "must be at least 1")
+    return UpstreamConfig(**values)
+
+
+def _model(raw: Any, where: str) -> ModelConfig:
+    if not isinstance(raw, dict):
+        raise _fail(where, "expected a table")
+    upstreams_raw = raw.get("upstreams")
+    rest = {k: v for k, v in raw.items() if k != "upstreams"}
+    values = _section(rest, ModelConfig, where, skip=("upstreams",))
+    if not values.get("name"):
+        raise _fail(where, "missing name", 'every [[model]] needs name = "..." (what clients send)')
+    if not isinstance(upstreams_raw, list) or not upstreams_raw:
+        raise _fail(where, "missing upstreams", 'upstreams = ["http://127.0.0.1:8080"]')
+    ups = tuple(_upstream(u, f"{where}.upstreams[{i}]") for i, u in enumerate(upstreams_raw))
+    urls = [u.url for u in ups]
+    if len(set(urls)) != len(urls):
+        raise _fail(where, "an upstream URL is listed twice")
+    engine = values.get("engine", "llama.cpp")
+    if engine not in ENGINES:
+        raise _fail(where + ".engine", f"unknown engine {engine!r}", f"one of {', '.join(ENGINES)}")
+    return ModelConfig(upstreams=ups, **values)
+
+
+def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfig:
+    """Build and check a configuration from decoded TOML (or an equivalent dict)."""
+    top_known = {
+        "listen", "api_keys", "api_keys_env", "public_metrics", "model", "admission", "routing",
+        "limits",
+    }
+    unknown = set(raw) - top_known
+    if unknown:
+        raise _fail(
+            origin, f"unknown key(s) {', '.join(sorted(unknown))}",
+            f"known keys: {', '.join(sorted(top_known))}",
+        )
+    host, port = parse_listen(str(raw.get("listen", "127.0.0.1:8000")), f"{origin}: listen")
+    models_raw = raw.get("model")
+    if not isinstance(models_raw, list) or not models_raw:
+        raise _fail(origin, "no [[model]] table", "add [[model]] with name and upstreams")
+    models = tuple(_model(m, f"{origin}: model[{i}]") for i, m in enumerate(models_raw))
+    names = [m.name for m in models]
+    if len(set(names)) != len(names):
+        raise _fail(origin, "two [[model]] tables have the same name")
+    keys = _api_keys(raw, origin)
+    admission = AdmissionConfig(**_section(_table(raw, "admission", origin), AdmissionConfig,
+                                           f"{origin}: admission"))
+    routing = RoutingConfig(**_section(_table(raw, "routing", origin), RoutingConfig,
+                                       f"{origin}: routing"))
+    limits = LimitsConfig(**_section(_table(raw, "limits", origin), LimitsConfig,
+                                     f"{origin}: limits"))
+    if admission.max_in_flight < 1:
+        raise _fail(f"{origin}: admission.max_in_flight", "must be at least 1")
+    if routing.block_tokens < 1 or routing.virtual_nodes < 1:
+        raise _fail(f"{origin}: routing", "block_tokens and virtual_nodes must be at least 1")
+    if routing.load_factor < 1.0:
+        raise _fail(f"{origin}: routing.load_factor", "must be at least 1.0")
+    public = raw.get("public_metrics", True)
+    if not isinstance(public, bool):
+        raise _fail(f"{origin}: public_metrics", "expected true or false")
+    return GatewayConfig(
+        models=models, host=host, port=port, api_keys=keys, public_metrics=public,
+        admission=admission, routing=routing, limits=limits,
+    )
+
+
+def _table(raw: Mapping[str, Any], name: str, origin: str) -> Mapping[str, Any]:
+    value = raw.get(name, {})
+    if not isinstance(value, dict):
+        raise _fail(f"{origin}: {name}", "expected a table")
+    return value
+
+
+def _api_keys(raw: Mapping[str, Any], origin: str) -> tuple[str, ...]:
+    keys = raw.get("api_keys", [])
+    if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
+        raise _fail(f"{origin}: api_keys", "expected a list of non-empty strings")
+    env = raw.get("api_keys_env")
+    if env is not None:
+        if not isinstance(env, str):
+            raise _fail(f"{origin}: api_keys_env", "expected the name of an environment variable")
+        value = os.environ.get(env)
+        if value is None:
+            raise _fail(
+                f"{origin}: api_keys_env", f"the environment variable {env} is not set",
+                f"export {env}=key1,key2 (or remove api_keys_env for an open gateway)",
+            )
+        keys = keys + [k.strip() for k in value.split(",") if k.strip()]
+    return tuple(keys)
+
+
+def load(path: Path) -> GatewayConfig:
+    """Read and check a gateway TOML file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TtftError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TtftError(f"{path}: not valid TOML: {exc}", "fix the line it names") from None
+    return from_mapping(raw, str(path))

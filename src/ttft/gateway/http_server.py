@@ -1,0 +1,467 @@
+"""A small HTTP/1.1 server on asyncio's Protocol API, made to pass token streams through.
+
+What matters for TTFT: a response body is written to the socket the moment the handler has it
+(no response buffer, no compression, ever), the head goes out in the same write as the first body
+bytes (one syscall, and ``Server-Timing`` can carry the upstream's time to first byte), and a
+client that goes away cancels its handler, so the upstream request is cancelled too.
+
+What matters for safety: request heads and bodies have hard size limits (431, 413), a request must
+arrive within ``read_timeout_s`` and an idle keep-alive connection is closed after
+``idle_timeout_s``; request bodies need ``Content-Length`` (no chunked uploads, so no smuggling
+through disagreeing framings); bytes pipelined behind a request are held, bounded, until it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from ttft.gateway.errors import GatewayError, error_body
+
+log = logging.getLogger("ttft.gateway")
+
+_clock = time.perf_counter_ns
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_REASONS = {
+    100: "Continue", 200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+    405: "Method Not Allowed", 408: "Request Timeout", 411: "Length Required",
+    413: "Content Too Large", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
+    500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway",
+    503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported",
+}
+# While a response is being written the client may already send its next request (pipelining):
+# hold at most this much beyond one full request before we stop reading from it.
+_PIPELINE_SLACK = 64 * 1024
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    path: str
+    query: str
+    version: str
+    headers: dict[str, str]  # names lower-cased; repeated headers comma-joined
+    body: bytes
+    received_ns: int  # perf_counter_ns when the request's first bytes arrived
+    peer: str
+
+
+Handler = Callable[[Request, "Response"], Awaitable[None]]
+
+
+class Response:
+    """Writes one response. The head is held until the first body bytes, then sent with them."""
+
+    __slots__ = (
+        "_chunked", "_conn", "_head", "bytes_written", "finished", "head_sent", "keep_alive",
+        "on_pause", "status",
+    )
+
+    def __init__(self, conn: _Connection, keep_alive: bool) -> None:
+        self._conn = conn
+        self._head = b""
+        self._chunked = False
+        self.keep_alive = keep_alive
+        self.status: int | None = None
+        self.head_sent = False
+        self.finished = False
+        self.bytes_written = 0
+        # Called with True when the client's socket buffer is full and False when it drained:
+        # a proxy stops reading its upstream meanwhile, so nothing piles up in memory.
+        self.on_pause: Callable[[bool], None] | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.status is not None
+
+    @property
+    def client_gone(self) -> bool:
+        return self._conn.closed
+
+    @property
+    def paused(self) -> bool:
+        return self._conn.write_paused
+
+    def send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        """A complete response with a ``Content-Length``."""
+        self.start(status, headers, length=len(body))
+        self._write(self._head + body)
+        self._head = b""
+        self.head_sent = True
+        self.bytes_written += len(body)
+        self._finish()
+
+    def send_error(self, error: GatewayError) -> None:
+        headers = [("Content-Type", "application/json"), *error.headers]
+        self.send(error.status, headers, error.body())
+
+    def start(
+        self, status: int, headers: list[tuple[str, str]], *, length: int | None = None
+    ) -> None:
+        """Prepare the head: ``length`` bytes follow, or (None) a streamed body of unknown size.
+
+        A stream is chunked for HTTP/1.1 clients and ends with the connection for HTTP/1.0 ones
+        (nginx's default ``proxy_http_version``), which cannot read chunked framing.
+        """
+        assert self.status is None, "response already started"
+        self.status = status
+        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}", "Server: ttft-gateway"]
+        lines.extend(f"{k}: {v}" for k, v in headers)
+        if length is not None:
+            lines.append(f"Content-Length: {length}")
+        elif self._conn.http11:
+            self._chunked = True
+            lines.append("Transfer-Encoding: chunked")
+        else:
+            self.keep_alive = False
+        if not self.keep_alive:
+            lines.append("Connection: close")
+        self._head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    def write(self, data: bytes) -> None:
+        """Send body bytes now (with the head, the first time)."""
+        if not data or self.finished:
+            return
+        self.bytes_written += len(data)
+        if self._chunked:
+            data = b"%x\r\n%b\r\n" % (len(data), data)
+        if not self.head_sent:
+            data = self._head + data
+            self._head = b""
+            self.head_sent = True
+        self._write(data)
+
+    def end(self) -> None:
+        """The body is complete."""
+        if self.finished:
+            return
+        tail = b"0\r\n\r\n" if self._chunked else b""
+        if not self.head_sent:
+            tail = self._head + tail
+            self._head = b""
+            self.head_sent = True
+        if tail:
+            self._write(tail)
+        self._finish()
+
+    def abort(self) -> None:
+        """Drop the connection mid-response (the client sees an incomplete body)."""
+        self.finished = True
+        self.keep_alive = False
+        self._conn.abort()
+
+    def _write(self, data: bytes) -> None:
+        transport = self._conn.transport
+        if transport is not None and not self._conn.closed:
+            transport.write(data)
+
+    def _finish(self) -> None:
+        self.finished = True
+        if not self.keep_alive:
+            self._conn.close_after_write()
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: parses requests, runs the handler, one request at a time."""
+
+    def __init__(self, server: HttpServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.write_paused = False
+        self.http11 = True
+        self.peer = ""
+        self._buf = bytearray()
+        self._request_started_ns = 0
+        self._task: asyncio.Task[None] | None = None
+        self._response: Response | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._reading_paused = False
+        self._refused = False
+
+    # -- asyncio callbacks -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        if not self.server._opened(self):
+            body = error_body("too many open connections to the gateway", "server_error",
+                              "too_many_connections")
+            transport.write(_plain_head(503, len(body), close=True) + body)
+            self.close_after_write()
+            return
+        self._arm(self.server.idle_timeout_s, self._idle_expired)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # we answered and are closing: whatever else arrives is not read
+        if not self._buf and self._task is None:
+            self._request_started_ns = _clock()
+            self._arm(self.server.read_timeout_s, self._read_expired)
+        self._buf += data
+        if self._task is not None:
+            if len(self._buf) > self.server.max_request_bytes + _PIPELINE_SLACK:
+                self._pause_reading()
+            return
+        self._parse()
+
+    def eof_received(self) -> bool | None:
+        # A half-close from the client: it will send nothing more. If a request is running we
+        # keep the write side open to deliver its answer (curl --no-buffer does this).
+        return self._task is not None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._disarm()
+        self.server._closed(self)
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()  # the client is gone: the handler stops its upstream request
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        response = self._response
+        if response is not None and response.on_pause is not None:
+            response.on_pause(True)
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        response = self._response
+        if response is not None and response.on_pause is not None:
+            response.on_pause(False)
+
+    # -- parsing -------------------------------------------------------------------------
+
+    def _parse(self) -> None:
+        buf = self._buf
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > self.server.max_header_bytes:
+                self._refuse(431, "request head larger than "
+                             f"{self.server.max_header_bytes} bytes", "header_too_large")
+            return
+        if end > self.server.max_header_bytes:
+            self._refuse(431, f"request head larger than {self.server.max_header_bytes} bytes",
+                         "header_too_large")
+            return
+        try:
+            method, target, version, headers = _parse_head(bytes(buf[:end]))
+        except ValueError as exc:
+            self._refuse(400, f"malformed HTTP request: {exc}", "bad_http")
+            return
+        self.http11 = version == "HTTP/1.1"
+        if "transfer-encoding" in headers:
+            self._refuse(411, "chunked request bodies are not accepted; send Content-Length",
+                         "length_required")
+            return
+        length_text = headers.get("content-length", "0")
+        if not length_text.isdigit():
+            self._refuse(400, f"bad Content-Length {length_text[:40]!r}", "bad_http")
+            return
+        length = int(length_text)
+        if length > self.server.max_body_bytes:
+            self._refuse(413, f"request body of {length} bytes is over the gateway's limit of "
+                         f"{self.server.max_body_bytes} bytes", "body_too_large")
+            return
+        total = end + 4 + length
+        if len(buf) < total:
+            if headers.get("expect", "").lower() == "100-continue" and len(buf) == end + 4:
+                assert self.transport is not None
+                self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            return
+        body = bytes(buf[end + 4 : total])
+        del buf[:total]
+        conn_tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+        keep_alive = ("close" not in conn_tokens) if self.http11 else ("keep-alive" in conn_tokens)
+        path, _, query = target.partition("?")
+        request = Request(method, path, query, version, headers, body,
+                          self._request_started_ns, self.peer)
+        self._disarm()
+        response = Response(self, keep_alive)
+        self._response = response
+        self._task = asyncio.get_running_loop().create_task(self._run(request, response))
+
+    async def _run(self, request: Request, response: Response) -> None:
+        try:
+            await self.server.handler(request, response)
+        except asyncio.CancelledError:
+            if not self.closed:
+                raise
+            return  # the client went away; the handler cleaned up after itself
+        except Exception:
+            log.exception("unhandled error for %s %s", request.method, request.path)
+            if not response.started and not self.closed:
+                response.send_error(GatewayError(500, "internal gateway error",
+                                                 type="server_error", code="internal_error"))
+            else:
+                response.abort()
+        finally:
+            self._task = None
+            self._response = None
+        if not response.finished:
+            response.abort()  # a handler that forgot to end: never leave a client hanging
+            return
+        if self.closed or not response.keep_alive:
+            return
+        self._resume_reading()
+        if self._buf:
+            self._request_started_ns = _clock()
+            self._arm(self.server.read_timeout_s, self._read_expired)
+            self._parse()
+        else:
+            self._arm(self.server.idle_timeout_s, self._idle_expired)
+
+    def _refuse(self, status: int, message: str, code: str) -> None:
+        """Answer a request we will not read (bad head, too big) and close the connection."""
+        self._disarm()
+        self._refused = True
+        body = error_body(message, "invalid_request_error", code)
+        if self.transport is not None and not self.closed:
+            self.transport.write(_plain_head(status, len(body), close=True) + body)
+        self._buf.clear()
+        self.close_after_write()
+
+    # -- timers and closing -------------------------------------------------------------
+
+    def _arm(self, delay_s: float, callback: Callable[[], None]) -> None:
+        self._disarm()
+        self._timer = asyncio.get_running_loop().call_later(delay_s, callback)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _idle_expired(self) -> None:
+        self._timer = None
+        if self._task is None and not self._buf:
+            self.close_after_write()
+
+    def _read_expired(self) -> None:
+        self._timer = None
+        if self._task is None:
+            self._refuse(408, f"the request did not arrive within {self.server.read_timeout_s} s",
+                         "request_timeout")
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused and self.transport is not None and not self.closed:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    def close_after_write(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()  # flushes what is buffered, then closes
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+
+def _plain_head(status: int, length: int, *, close: bool) -> bytes:
+    lines = [
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+        "Server: ttft-gateway",
+        "Content-Type: application/json",
+        f"Content-Length: {length}",
+    ]
+    if close:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _parse_head(raw: bytes) -> tuple[str, str, str, dict[str, str]]:
+    try:
+        text = raw.decode("latin-1")
+    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
+        raise ValueError("undecodable head") from None
+    lines = text.split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3:
+        raise ValueError(f"bad request line {lines[0][:80]!r}")
+    method, target, version = parts
+    if not _TOKEN.match(method):
+        raise ValueError(f"bad method {method[:20]!r}")
+    if version not in ("HTTP/1.1", "HTTP/1.0"):
+        raise ValueError(f"unsupported version {version[:20]!r}")
+    if not target.startswith("/"):
+        raise ValueError("the target must be a path (this gateway is not a forward proxy)")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not _TOKEN.match(name):
+            raise ValueError(f"bad header line {line[:60]!r}")
+        key = name.lower()
+        value = value.strip(" \t")
+        if key == "content-length" and key in headers and headers[key] != value:
+            raise ValueError("conflicting Content-Length headers")
+        headers[key] = f"{headers[key]}, {value}" if key in headers and key != "content-length" \
+            else value
+    return method, target, version, headers
+
+
+class HttpServer:
+    """Listens on ``host:port`` and runs ``handler`` for each request."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        max_header_bytes: int = 32 * 1024,
+        max_body_bytes: int = 4 * 1024 * 1024,
+        max_connections: int = 4096,
+        read_timeout_s: float = 30.0,
+        idle_timeout_s: float = 75.0,
+    ) -> None:
+        self.handler = handler
+        self.max_header_bytes = max_header_bytes
+        self.max_body_bytes = max_body_bytes
+        self.max_request_bytes = max_header_bytes + max_body_bytes
+        self.max_connections = max_connections
+        self.read_timeout_s = read_timeout_s
+        self.idle_timeout_s = idle_timeout_s
+        self.connections: set[_Connection] = set()
+        self.refused_connections = 0
+        self._server: asyncio.Server | None = None
+        self.host = ""
+        self.port = 0
+
+    def _opened(self, conn: _Connection) -> bool:
+        if len(self.connections) >= self.max_connections:
+            self.refused_connections += 1
+            return False
+        self.connections.add(conn)
+        return True
+
+    def _closed(self, conn: _Connection) -> None:
+        self.connections.discard(conn)
+
+    async def start(self, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        # A deep backlog: a burst of hundreds of clients must not meet SYN retransmits.
+        self._server = await loop.create_server(
+            lambda: _Connection(self), host, port, backlog=4096, reuse_address=True
+        )
+        sock = self._server.sockets[0].getsockname()
+        self.host, self.port = str(sock[0]), int(sock[1])
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 0.5)
+            self._server = None
+        for conn in list(self.connections):
+            conn.abort()
+        self.connections.clear()

@@ -1,0 +1,307 @@
+"""The live state behind each configured model: replicas, their health, and the template cache.
+
+A replica is taken out of routing at once when a request to it fails at the transport level
+(refused, reset, closed mid-answer), and after two failed health checks in a row; one passing
+check (``GET /health`` answering 200; llama-server answers 503 while it loads) brings it back.
+
+Pre-rendering starts disabled and is switched on per model once the template is known: read from
+a file, or (``chat_template = "auto"``) from a llama-server's ``GET /props``, and then checked
+against that server's own ``POST /apply-template`` on a probe conversation. Any disagreement
+leaves it off, with the reason logged and exported, because a pre-rendered prompt that differs
+from the engine's would silently change answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ttft.client.errors import RequestFailed
+from ttft.core.errors import TtftError
+from ttft.gateway.admission import Admission
+from ttft.gateway.config import GatewayConfig, ModelConfig, UpstreamConfig
+from ttft.gateway.metrics import GatewayMetrics
+from ttft.gateway.routing import Router
+from ttft.gateway.upstream import CollectSink, UpstreamPool, request_bytes
+
+log = logging.getLogger("ttft.gateway")
+
+_PROBE = [
+    {"role": "system", "content": "You are a careful assistant. Answer briefly."},
+    {"role": "user", "content": "What is 2 + 2?"},
+    {"role": "assistant", "content": "4."},
+    {"role": "user", "content": "And 3 + 3?"},
+]
+_FAILS_TO_DOWN = 2
+
+
+@dataclass
+class Replica:
+    index: int
+    config: UpstreamConfig
+    pool: UpstreamPool
+    admission: Admission
+    host_header: str
+    healthy: bool = True
+    fails: int = 0
+    last_error: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.config.url
+
+    @property
+    def load(self) -> int:
+        return self.admission.load
+
+    @property
+    def has_room(self) -> bool:
+        return self.admission.has_room
+
+    def mark_down(self, reason: str) -> None:
+        if self.healthy:
+            log.warning("upstream %s taken out of routing: %s", self.name, reason)
+        self.healthy = False
+        self.fails = max(self.fails, _FAILS_TO_DOWN)
+        self.last_error = reason
+
+    def path(self, api_path: str) -> str:
+        return self.config.root + api_path
+
+
+@dataclass
+class ModelRuntime:
+    config: ModelConfig
+    replicas: list[Replica]
+    router: Router
+    prerenderer: Any = None  # a ttft.gateway.prerender.Prerenderer once pre-rendering is on
+    prerender_state: str = "off"
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    counting: set[asyncio.Task[None]] = field(default_factory=set)  # /tokenize in background
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def upstream_model(self) -> str:
+        return self.config.upstream_model or self.config.name
+
+    def healthy_count(self) -> int:
+        return sum(1 for r in self.replicas if r.healthy)
+
+
+def build_runtime(config: GatewayConfig, model: ModelConfig, metrics: GatewayMetrics) -> (
+    ModelRuntime
+):
+    limits, admission = config.limits, config.admission
+    replicas: list[Replica] = []
+    for i, up in enumerate(model.upstreams):
+        cap = up.max_in_flight or admission.max_in_flight
+        pool = UpstreamPool(
+            up.host, up.port, use_tls=up.scheme == "https",
+            connect_timeout_s=limits.connect_timeout_s,
+            idle_timeout_s=limits.upstream_idle_timeout_s,
+            max_idle=max(16, 2 * cap),
+        )
+        host_header = up.host if ":" not in up.host else f"[{up.host}]"
+        replica = Replica(
+            i, up, pool,
+            Admission(cap, admission.queue_size, split_lanes=admission.split_lanes,
+                      short_burst=admission.short_burst),
+            f"{host_header}:{up.port}",
+        )
+        replicas.append(replica)
+        _track(metrics, replica)
+    router = Router([r.name for r in replicas], virtual_nodes=config.routing.virtual_nodes,
+                    load_factor=config.routing.load_factor)
+    runtime = ModelRuntime(model, replicas, router)
+    metrics.frames.track(
+        lambda: float(runtime.prerenderer.cached_frames) if runtime.prerenderer else 0.0,
+        model.name,
+    )
+    return runtime
+
+
+def _track(metrics: GatewayMetrics, replica: Replica) -> None:
+    url, admission = replica.name, replica.admission
+    metrics.in_flight.track(lambda: admission.in_flight, url)
+    metrics.queued.track(lambda: admission.queued["short"], url, "short")
+    metrics.queued.track(lambda: admission.queued["long"], url, "long")
+    metrics.healthy.track(lambda: 1.0 if replica.healthy else 0.0, url)
+
+
+async def fetch(
+    replica: Replica, method: str, path: str, body: Any = None, timeout_s: float = 5.0
+) -> tuple[int, bytes]:
+    """A small request to a replica over its pool (health checks, /props, /apply-template)."""
+    raw = None if body is None else json.dumps(body).encode()
+    headers = [("Accept-Encoding", "identity")]
+    if raw is not None:
+        headers.append(("Content-Type", "application/json"))
+    if replica.config.api_key:
+        headers.append(("Authorization", f"Bearer {replica.config.api_key}"))
+    payload = request_bytes(method, replica.host_header, replica.path(path), raw, headers)
+    sink = CollectSink()
+    async with asyncio.timeout(timeout_s):
+        await replica.pool.exchange(payload, sink)
+    return sink.status, bytes(sink.body)
+
+
+async def check_health(replica: Replica, timeout_s: float) -> None:
+    try:
+        status, _ = await fetch(replica, "GET", "/health", timeout_s=timeout_s)
+        # 503 is llama-server loading its model; 404 a server without /health that answered.
+        ok, why = status < 500, f"GET /health answered {status}"
+    except (RequestFailed, TimeoutError, OSError) as exc:
+        ok, why = False, str(exc) or type(exc).__name__
+    if ok:
+        if not replica.healthy:
+            log.warning("upstream %s is back", replica.name)
+        replica.healthy, replica.fails, replica.last_error = True, 0, ""
+        return
+    replica.fails += 1
+    replica.last_error = why
+    if replica.fails >= _FAILS_TO_DOWN and replica.healthy:
+        replica.mark_down(why)
+
+
+async def health_loop(runtime: ModelRuntime, interval_s: float, timeout_s: float) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        await asyncio.gather(*(check_health(r, timeout_s) for r in runtime.replicas))
+
+
+async def setup_prerender(
+    runtime: ModelRuntime, config: GatewayConfig, metrics: GatewayMetrics, retry_s: float = 2.0
+) -> None:
+    """Load the template and switch pre-rendering on once it checks out (retries until then)."""
+    model = runtime.config
+    if not model.prerender:
+        runtime.prerender_state = "off (configuration)"
+        return
+    if not any(r.config.prerender is not False for r in runtime.replicas):
+        runtime.prerender_state = "off (every upstream opts out)"
+        return
+    runtime.prerender_state = "pending (template not loaded yet)"
+    while True:
+        try:
+            state = await _try_setup(runtime, config)
+        except TtftError as exc:
+            runtime.prerender_state = f"disabled ({exc.problem})"
+            log.warning("model %s: pre-rendering disabled: %s", model.name, exc)
+            return
+        if state is not None:
+            runtime.prerender_state = state
+            if state != "on":
+                log.warning("model %s: pre-rendering %s", model.name, state)
+            return
+        await asyncio.sleep(retry_s)
+
+
+async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None:
+    """The new state, or None to try again later (no upstream answered yet)."""
+    from ttft.gateway.prerender import Prerenderer  # needs jinja2 (the lint extra)
+    from ttft.lint.chat_template import ChatTemplate
+
+    model = runtime.config
+    llama = model.engine == "llama.cpp"
+    source: Replica | None = None
+    if model.chat_template == "auto":
+        if not llama:
+            raise TtftError(
+                f'chat_template = "auto" needs a llama.cpp engine ({model.engine} has no /props)',
+                "set chat_template to the model's .jinja or tokenizer_config.json",
+            )
+        props = await _first_json(runtime, "GET", "/props", None)
+        if props is None:
+            return None
+        source, data = props
+        text = data.get("chat_template")
+        if not isinstance(text, str) or not text:
+            raise TtftError(f"{source.name}/props has no chat_template")
+        special = {k: str(data[k]) for k in ("bos_token", "eos_token")
+                   if isinstance(data.get(k), str)}
+        template = ChatTemplate(text, f"GET {source.name}/props (chat_template)", special)
+    else:
+        from ttft.lint.prompts_sources import load_template
+
+        template = load_template(Path(model.chat_template))
+    if "<think>" in template.source or "reasoning_content" in template.source:
+        return ("disabled (a reasoning template: the engine's chat endpoint splits the answer "
+                "into reasoning and content, a completions answer cannot)")
+    tokenizer = None
+    if model.tokenizer:
+        from ttft.workload.hf_tokenizer import HFTokenizer
+
+        tokenizer = HFTokenizer.from_file(Path(model.tokenizer))
+    pre = Prerenderer(
+        template, tokenizer=tokenizer, strip_bos=llama,
+        chars_per_token=config.limits.chars_per_token,
+        max_entries=config.limits.prerender_cache_entries,
+    )
+    if llama:
+        answer = await _first_json(runtime, "POST", "/apply-template", {"messages": _PROBE},
+                                   prefer=source)
+        if answer is None:
+            return None
+        _, data = answer
+        expected = data.get("prompt")
+        mine = pre.render_full(_PROBE)
+        fast = pre.render(_PROBE).text
+        if expected != mine or fast != mine:
+            return (f"disabled (the template rendered here differs from {answer[0].name}'s "
+                    "POST /apply-template on a probe conversation)")
+    runtime.prerenderer = pre
+    if tokenizer is None and llama:
+        pre.on_new_frame = lambda frame: _count_prefix_later(runtime, frame)
+    return "on"
+
+
+async def _first_json(
+    runtime: ModelRuntime, method: str, path: str, body: Any, prefer: Replica | None = None
+) -> tuple[Replica, dict[str, Any]] | None:
+    order = sorted(runtime.replicas, key=lambda r: (r is not prefer, not r.healthy))
+    for replica in order:
+        if replica.config.prerender is False:
+            continue
+        try:
+            status, raw = await fetch(replica, method, path, body)
+        except (RequestFailed, TimeoutError, OSError):
+            continue
+        if status == 200:
+            try:
+                data = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                return replica, data
+        elif status in (404, 405, 501):
+            raise TtftError(f"{replica.name} has no {method} {path} (answered {status})")
+    return None
+
+
+def _count_prefix_later(runtime: ModelRuntime, frame: Any) -> None:
+    """Count a new frame's prefix tokens with the engine's /tokenize, off the request path."""
+    if len(runtime.counting) >= 8:
+        return  # a burst of new prefixes: estimates will do for those
+
+    async def count() -> None:
+        replica = next((r for r in runtime.replicas if r.healthy), None)
+        if replica is None:
+            return
+        try:
+            status, raw = await fetch(replica, "POST", "/tokenize",
+                                      {"content": frame.prefix, "add_special": True})
+            if status == 200:
+                frame.static_tokens = len(json.loads(raw).get("tokens", []))
+        except (RequestFailed, TimeoutError, OSError, ValueError, AttributeError):
+            pass
+
+    task = asyncio.get_running_loop().create_task(count())
+    runtime.counting.add(task)
+    task.add_done_callback(runtime.counting.discard)

@@ -1,0 +1,186 @@
+"""Where an upstream answer goes: straight through, or translated from completions to chat.
+
+Each sink is fed by the upstream connection's read callback (``ResponseSink`` protocol) and
+writes to the client in that same callback: the gateway holds no response buffer. The client's
+response head is written together with the first body bytes, so that ``Server-Timing`` can say
+how long the upstream took to its first byte; until then nothing is committed, and a failed
+upstream can still be retried elsewhere or answered with a proper error status.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+from ttft.client import errors
+from ttft.client.errors import RequestFailed
+from ttft.client.http import ResponseHead
+from ttft.client.sse import SseDecoder
+from ttft.gateway.http_server import Response
+from ttft.gateway.translate import ChatStreamTranslator, chat_response
+
+_clock = time.perf_counter_ns
+# A chunk with text: the first content token of an OpenAI-style stream (chat or completions).
+# A role-only chunk ("content":null) or an empty string does not match.
+_TEXT = re.compile(rb'"(?:content|text|reasoning_content|reasoning)":"[^"]')
+
+HeadFn = Callable[[int, str, int], list[tuple[str, str]]]
+
+
+class ForwardSink:
+    """The engine's bytes as they come. Also used for error answers of the other sinks."""
+
+    def __init__(
+        self,
+        response: Response,
+        make_headers: HeadFn,
+        on_first_token: Callable[[int], None],
+    ) -> None:
+        self.response = response
+        self.make_headers = make_headers  # (status, content type, upstream ttfb ns) -> headers
+        self.on_first_token = on_first_token
+        self.sent_ns = 0
+        self.head: ResponseHead | None = None
+        self.first_body_ns: int | None = None
+        self._token_seen = False
+        self._stream = False
+
+    # -- ResponseSink ----------------------------------------------------------------------
+
+    def on_head(self, head: ResponseHead, t_ns: int) -> None:
+        self.head = head
+        self._stream = head.content_type == "text/event-stream"
+
+    def on_first_byte(self, t_ns: int) -> None:
+        # The wire's first body byte (before unframing), for the upstream TTFB.
+        if self.first_body_ns is None:
+            self.first_body_ns = t_ns
+
+    def on_body(self, data: bytes, t_ns: int) -> bool:
+        if self.first_body_ns is None:
+            self.first_body_ns = t_ns
+        self._write(data)
+        return self.response.client_gone
+
+    def on_end(self, t_ns: int) -> None:
+        self._start()
+        self.response.end()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        response = self.response
+        if response.started:
+            return
+        head = self.head
+        assert head is not None
+        status = head.status
+        ttfb = (self.first_body_ns or _clock()) - self.sent_ns
+        headers = self.make_headers(status, head.headers.get("content-type", ""), ttfb)
+        length = head.headers.get("content-length")
+        framed = length is not None and length.isdigit() and "chunked" not in head.tokens(
+            "transfer-encoding")
+        response.start(status, headers, length=int(length) if framed and length else None)
+
+    def _write(self, data: bytes) -> None:
+        self._start()
+        self.response.write(data)
+        if not self._token_seen and self._stream and _TEXT.search(data) is not None:
+            self._token_seen = True
+            self.on_first_token(_clock())
+
+    @property
+    def committed(self) -> bool:
+        """Bytes went to the client: the request cannot be retried any more."""
+        return self.response.head_sent
+
+    @property
+    def streaming(self) -> bool:
+        return self._stream and self.response.started
+
+
+class ChatStreamSink(ForwardSink):
+    """A completions event stream rewritten, event by event, as a chat event stream."""
+
+    def __init__(
+        self,
+        response: Response,
+        make_headers: HeadFn,
+        on_first_token: Callable[[int], None],
+        include_usage: bool,
+    ) -> None:
+        super().__init__(response, make_headers, on_first_token)
+        self._decoder = SseDecoder()
+        self._translator = ChatStreamTranslator(include_usage)
+        self._translate = False
+
+    def on_head(self, head: ResponseHead, t_ns: int) -> None:
+        super().on_head(head, t_ns)
+        self._translate = head.status == 200 and self._stream
+
+    def on_body(self, data: bytes, t_ns: int) -> bool:
+        if not self._translate:
+            return super().on_body(data, t_ns)
+        if self.first_body_ns is None:
+            self.first_body_ns = t_ns
+        out = b"".join(self._translator.event(e.data) for e in self._decoder.feed(data))
+        self._emit(out)
+        return self.response.client_gone
+
+    def on_end(self, t_ns: int) -> None:
+        if self._translate:
+            self._emit(b"".join(self._translator.event(e.data) for e in self._decoder.finish()))
+        super().on_end(t_ns)
+
+    def _emit(self, out: bytes) -> None:
+        if not out:
+            return
+        self._start()
+        self.response.write(out)
+        if not self._token_seen and self._translator.role_sent and _TEXT.search(out):
+            self._token_seen = True
+            self.on_first_token(_clock())
+
+
+class ChatJsonSink(ForwardSink):
+    """A non-streamed completions answer, collected (bounded) and sent as a chat completion."""
+
+    def __init__(
+        self,
+        response: Response,
+        make_headers: HeadFn,
+        on_first_token: Callable[[int], None],
+        limit: int,
+    ) -> None:
+        super().__init__(response, make_headers, on_first_token)
+        self._body = bytearray()
+        self._limit = limit
+        self._translate = False
+
+    def on_head(self, head: ResponseHead, t_ns: int) -> None:
+        super().on_head(head, t_ns)
+        self._translate = head.status == 200 and head.content_type == "application/json"
+
+    def on_body(self, data: bytes, t_ns: int) -> bool:
+        if not self._translate:
+            return super().on_body(data, t_ns)
+        if self.first_body_ns is None:
+            self.first_body_ns = t_ns
+        if len(self._body) + len(data) > self._limit:
+            raise RequestFailed(errors.PROTOCOL, f"answer larger than {self._limit} bytes")
+        self._body += data
+        return self.response.client_gone
+
+    def on_end(self, t_ns: int) -> None:
+        if not self._translate:
+            super().on_end(t_ns)
+            return
+        try:
+            body = chat_response(bytes(self._body))
+        except ValueError:
+            body = bytes(self._body)
+        assert self.head is not None
+        ttfb = (self.first_body_ns or _clock()) - self.sent_ns
+        headers = self.make_headers(200, "application/json", ttfb)
+        self.response.send(200, headers, body)

@@ -1,0 +1,309 @@
+"""Keep-alive connections to one upstream engine, carrying one exchange at a time each.
+
+Bytes are parsed in the read callback itself (``ResponseParser`` from the client layer undoes the
+HTTP framing) and handed to the exchange's sink at once, so a proxied token leaves for the client
+in the same event-loop turn its bytes arrived in. ``pause``/``resume`` stop and restart reading
+from the engine while the client cannot keep up, so a slow client never makes the gateway buffer.
+
+A connection the engine closed while it sat idle (llama-server closes keep-alive connections after
+5 s) fails before any response byte; such an exchange is retried once on a fresh connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import ssl
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ttft.client import errors
+from ttft.client.errors import RequestFailed
+from ttft.client.http import ResponseHead, ResponseParser, ResponseSink
+
+_clock = time.perf_counter_ns
+_KEEP_ALIVE_TIMEOUT = re.compile(r"timeout\s*=\s*(\d+)")
+_DEFAULT_IDLE_S = 30.0
+
+
+class UpstreamConnection(asyncio.Protocol):
+    """One TCP connection to the engine."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.last_rx_ns = 0
+        self.reuse_until = 0.0  # loop time after which an idle connection is not reused
+        self._parser: ResponseParser | None = None
+        self._waiter: asyncio.Future[bool] | None = None
+        self._paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        t_ns = _clock()
+        self.last_rx_ns = t_ns
+        parser = self._parser
+        if parser is None:
+            self.abort()  # bytes nobody asked for: the connection is out of step
+            return
+        try:
+            over = parser.feed(data, t_ns)
+        except Exception as exc:  # malformed response, or the sink failed: end this exchange
+            self._fail(exc)
+            return
+        if over:
+            self._settle(parser.reusable and not parser.stopped)
+
+    def eof_received(self) -> bool:
+        self._ended("")
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended(str(exc) if exc else "")
+
+    def _ended(self, reason: str) -> None:
+        self.closed = True
+        parser = self._parser
+        if parser is None:
+            return
+        try:
+            parser.eof(_clock(), reason)
+        except Exception as exc:
+            self._fail(exc)
+            return
+        self._settle(False)
+
+    def start(self, parser: ResponseParser, payload: bytes) -> asyncio.Future[bool]:
+        assert self.transport is not None
+        if self.closed or self.transport.is_closing():
+            raise RequestFailed(errors.DISCONNECT, "the connection was closed before sending")
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._parser = parser
+        self._waiter = waiter
+        self.last_rx_ns = _clock()
+        self.transport.write(payload)
+        return waiter
+
+    def pause(self) -> None:
+        if not self._paused and self.transport is not None and not self.closed:
+            self._paused = True
+            self.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self._paused and self.transport is not None and not self.closed:
+            self._paused = False
+            self.transport.resume_reading()
+
+    def abort(self) -> None:
+        self.closed = True
+        self._parser = None
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _settle(self, reusable: bool) -> None:
+        waiter, self._waiter, self._parser = self._waiter, None, None
+        if not reusable:
+            self.abort()
+        if waiter is not None and not waiter.done():
+            waiter.set_result(reusable)
+
+    def _fail(self, exc: BaseException) -> None:
+        waiter, self._waiter, self._parser = self._waiter, None, None
+        self.abort()
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+
+
+@dataclass(slots=True)
+class PoolStats:
+    opened: int = 0
+    reused: int = 0
+    stale_retries: int = 0
+
+
+class UpstreamPool:
+    """Keep-alive connections to one engine; no cap of its own (admission control caps use)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        use_tls: bool = False,
+        connect_timeout_s: float = 5.0,
+        idle_timeout_s: float = 600.0,
+        max_idle: int = 256,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self._ssl = ssl.create_default_context() if use_tls else None
+        self.connect_timeout_s = connect_timeout_s
+        self.idle_timeout_s = idle_timeout_s
+        self.max_idle = max_idle
+        self._idle: deque[UpstreamConnection] = deque()
+        self._busy: set[UpstreamConnection] = set()
+        self._closed = False
+        self.stats = PoolStats()
+
+    async def exchange(
+        self,
+        payload: bytes,
+        sink: ResponseSink,
+        *,
+        on_connection: Callable[[UpstreamConnection], None] | None = None,
+    ) -> None:
+        """Send ``payload``; feed the response to ``sink`` until it is over.
+
+        Raises ``RequestFailed`` (connect, disconnect, timeout, protocol, incomplete_stream).
+        Cancelling the caller closes the connection, which is how an engine learns that the
+        client went away.
+        """
+        conn, reused = await self._acquire()
+        parser = ResponseParser(sink)
+        try:
+            try:
+                reusable = await self._run(conn, parser, payload, on_connection)
+            except RequestFailed as exc:
+                if not (reused and exc.kind == errors.DISCONNECT and parser.bytes_received == 0):
+                    raise
+                # The engine had closed this idle connection: the request never reached it.
+                self._drop(conn)
+                self.stats.stale_retries += 1
+                conn, _ = await self._acquire(fresh=True)
+                parser = ResponseParser(sink)
+                reusable = await self._run(conn, parser, payload, on_connection)
+        except BaseException:
+            self._drop(conn)
+            raise
+        self._release(conn, reusable, parser.head)
+
+    async def _run(
+        self,
+        conn: UpstreamConnection,
+        parser: ResponseParser,
+        payload: bytes,
+        on_connection: Callable[[UpstreamConnection], None] | None,
+    ) -> bool:
+        waiter = conn.start(parser, payload)
+        if on_connection is not None:
+            on_connection(conn)
+        limit_ns = int(self.idle_timeout_s * 1e9)
+        while True:
+            # One timer per idle period, not one per read: silence is checked, not every byte.
+            done, _ = await asyncio.wait((waiter,), timeout=self.idle_timeout_s)
+            if done:
+                return waiter.result()
+            if _clock() - conn.last_rx_ns >= limit_ns:
+                conn.abort()
+                raise RequestFailed(
+                    errors.TIMEOUT,
+                    f"{self.host}:{self.port} sent nothing for {self.idle_timeout_s:.0f} s",
+                )
+
+    async def _acquire(self, fresh: bool = False) -> tuple[UpstreamConnection, bool]:
+        if self._closed:
+            raise RequestFailed(errors.CANCELLED, "the gateway is shutting down")
+        now = asyncio.get_running_loop().time()
+        while self._idle and not fresh:
+            conn = self._idle.pop()  # the most recently used: the least likely to be stale
+            if conn.closed or conn.transport is None or conn.transport.is_closing() \
+                    or now > conn.reuse_until:
+                conn.abort()
+                continue
+            self.stats.reused += 1
+            self._busy.add(conn)
+            return conn, True
+        conn = await self._connect()
+        self.stats.opened += 1
+        self._busy.add(conn)
+        return conn, False
+
+    def _release(self, conn: UpstreamConnection, reusable: bool, head: ResponseHead | None) -> None:
+        self._busy.discard(conn)
+        if not reusable or conn.closed or self._closed or len(self._idle) >= self.max_idle:
+            conn.abort()
+            return
+        keep_s = _DEFAULT_IDLE_S
+        if head is not None:
+            match = _KEEP_ALIVE_TIMEOUT.search(head.headers.get("keep-alive", ""))
+            if match:
+                # Give up on it a second before the engine would: no race with its close.
+                keep_s = max(0.0, int(match.group(1)) - 1.0)
+        conn.reuse_until = asyncio.get_running_loop().time() + keep_s
+        self._idle.append(conn)
+
+    def _drop(self, conn: UpstreamConnection) -> None:
+        self._busy.discard(conn)
+        conn.abort()
+
+    async def _connect(self) -> UpstreamConnection:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.connect_timeout_s):
+                _, conn = await loop.create_connection(
+                    UpstreamConnection, self.host, self.port, ssl=self._ssl,
+                    server_hostname=self.host if self._ssl is not None else None,
+                    family=socket.AF_UNSPEC,
+                )
+        except TimeoutError:
+            raise RequestFailed(
+                errors.TIMEOUT,
+                f"connecting to {self.host}:{self.port} took over {self.connect_timeout_s} s",
+            ) from None
+        except OSError as exc:
+            raise RequestFailed(
+                errors.CONNECT,
+                f"could not connect to {self.host}:{self.port}: {exc.strerror or exc}",
+            ) from None
+        return conn
+
+    def close(self) -> None:
+        self._closed = True
+        for conn in list(self._idle) + list(self._busy):
+            conn.abort()
+        self._idle.clear()
+        self._busy.clear()
+
+
+class CollectSink:
+    """A sink that keeps a small response whole (health checks, /props, /tokenize)."""
+
+    def __init__(self, limit: int = 4 * 1024 * 1024) -> None:
+        self.head: ResponseHead | None = None
+        self.body = bytearray()
+        self.limit = limit
+
+    def on_head(self, head: ResponseHead, t_ns: int) -> None:
+        self.head = head
+
+    def on_first_byte(self, t_ns: int) -> None:
+        pass
+
+    def on_body(self, data: bytes, t_ns: int) -> bool:
+        if len(self.body) + len(data) > self.limit:
+            raise RequestFailed(errors.PROTOCOL, f"response larger than {self.limit} bytes")
+        self.body += data
+        return False
+
+    def on_end(self, t_ns: int) -> None:
+        pass
+
+    @property
+    def status(self) -> int:
+        return self.head.status if self.head is not None else 0
+
+
+def request_bytes(
+    method: str, host_header: str, path: str, body: bytes | None, headers: list[tuple[str, str]]
+) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host_header}"]
+    lines.extend(f"{k}: {v}" for k, v in headers)
+    if body is not None:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")

@@ -1,0 +1,123 @@
+"""Checks on OpenAI request bodies: a wrong type is a 400 that names the field, never a 500.
+
+Only what the gateway itself reads is checked strictly (model, stream, messages, prompt, priority)
+plus the common numeric fields, whose wrong types engines answer inconsistently; everything else
+is the engine's to judge.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ttft.gateway.errors import GatewayError, bad_request
+
+_INT_FIELDS = ("max_tokens", "max_completion_tokens", "n", "seed", "top_k")
+_NUMBER_FIELDS = ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty")
+_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+PRIORITY_RANGE = (-1_000_000, 1_000_000)
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    if not raw:
+        raise bad_request("the request has no body: send a JSON object")
+    try:
+        body = json.loads(raw)
+    except UnicodeDecodeError:
+        raise bad_request("the request body is not UTF-8 text") from None
+    except ValueError as exc:
+        raise bad_request(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise bad_request(f"the request body must be a JSON object, not {_kind(body)}")
+    return body
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def check_common(body: dict[str, Any]) -> tuple[bool, int]:
+    """``stream`` and ``priority``; numeric fields typed. Returns (stream, priority)."""
+    stream = body.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise bad_request(f"'stream' must be true or false, not {_kind(stream)}", "stream")
+    for name in _INT_FIELDS:
+        value = body.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise bad_request(f"'{name}' must be an integer, not {_kind(value)}", name)
+        if name in ("max_tokens", "max_completion_tokens", "n") and isinstance(value, int) \
+                and value < 0:
+            raise bad_request(f"'{name}' must not be negative", name)
+    for name in _NUMBER_FIELDS:
+        value = body.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise bad_request(f"'{name}' must be a number, not {_kind(value)}", name)
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise bad_request("'stream_options' must be an object", "stream_options")
+    priority = body.get("priority", 0)
+    if priority is None:
+        priority = 0
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise bad_request(f"'priority' must be an integer, not {_kind(priority)}", "priority")
+    low, high = PRIORITY_RANGE
+    if not low <= priority <= high:
+        raise bad_request(f"'priority' must be between {low} and {high}", "priority")
+    return stream, priority
+
+
+def check_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    messages = body.get("messages")
+    if messages is None:
+        raise bad_request("'messages' is required", "messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad_request("'messages' must be a non-empty array of messages", "messages")
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise bad_request(f"'{where}' must be an object, not {_kind(message)}", where)
+        role = message.get("role")
+        if not isinstance(role, str):
+            raise bad_request(f"'{where}.role' must be a string", f"{where}.role")
+        if role not in _ROLES:
+            raise bad_request(
+                f"'{where}.role' is {role[:40]!r}; expected one of {', '.join(_ROLES)}",
+                f"{where}.role",
+            )
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise bad_request(
+                f"'{where}.content' must be a string, an array of parts or null, "
+                f"not {_kind(content)}",
+                f"{where}.content",
+            )
+    return messages
+
+
+def check_prompt(body: dict[str, Any]) -> str | list[Any]:
+    prompt = body.get("prompt")
+    if prompt is None:
+        raise bad_request("'prompt' is required", "prompt")
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt and (
+        all(isinstance(x, int) and not isinstance(x, bool) for x in prompt)
+        or all(isinstance(x, str) for x in prompt)
+    ):
+        return prompt
+    raise GatewayError(
+        400, "'prompt' must be a string, an array of strings or an array of token ids",
+        param="prompt", code="invalid_request",
+    )
