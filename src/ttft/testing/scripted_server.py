@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import ssl
 import subprocess
 import sys
 import threading
@@ -193,9 +194,10 @@ class ScriptedServer:
 
     def __init__(
         self, script: Script | ScriptFn | None = None, *, host: str = "127.0.0.1",
-        port: int = 0, model: str = "scripted",
+        port: int = 0, model: str = "scripted", ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._script = script if script is not None else Script()
+        self._ssl = ssl_context
         self.host = host
         self.port = port
         self.model = model
@@ -212,7 +214,7 @@ class ScriptedServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self._ssl else 'http'}://{self.host}:{self.port}"
 
     def script_for(
         self, path: str, body: dict[str, Any], overrides: dict[str, Any] | None = None
@@ -273,7 +275,7 @@ class ScriptedServer:
         # A deep backlog: hundreds of clients connect at once, and a full accept queue would
         # turn into one-second SYN retransmits in the client's timings.
         self._server = await loop.create_server(
-            lambda: _Conn(self), self.host, self.port, backlog=4096
+            lambda: _Conn(self), self.host, self.port, backlog=4096, ssl=self._ssl
         )
         self.port = self._server.sockets[0].getsockname()[1]
 

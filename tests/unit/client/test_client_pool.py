@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import ssl
+import subprocess
 from typing import Any
 
 import pytest
@@ -159,3 +162,37 @@ def test_a_reused_connection_closed_by_the_server_is_retried_once_on_a_new_one()
     assert all(r.ok for r in records)
     # Requests 2 and 3 each met a dropped connection and went out again on a new one.
     assert len(connections) == 3
+
+
+@pytest.fixture(scope="module")
+def tls_context(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
+    """A server context with a fresh self-signed certificate for 127.0.0.1."""
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return context
+
+
+def test_https_streams_when_verification_is_off_and_fails_as_connect_when_on(
+    tls_context: ssl.SSLContext,
+) -> None:
+    async def scenario(verify: bool) -> RequestRecord:
+        async with ScriptedServer(FAST, ssl_context=tls_context) as server, \
+                StreamingClient(server.base_url, verify_tls=verify) as client:
+            assert server.base_url.startswith("https://")
+            return await client.send({"prompt": "x"}, RequestRecord(0), RunAnchor.now())
+
+    record = asyncio.run(scenario(verify=False))
+    assert record.ok and len(record.chunk_ns) == 4
+    record = asyncio.run(scenario(verify=True))
+    assert record.error is not None and record.error.kind == "connect"
+    assert "CERTIFICATE_VERIFY_FAILED" in record.error.message
