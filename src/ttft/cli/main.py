@@ -28,6 +28,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ttft.cli.lint:lint",
         "Static checks that catch TTFT killers: nginx configs, engine flags, prompts.",
     ),
+    "gateway": (
+        "ttft.cli.gateway:gateway",
+        "An OpenAI-compatible front door: unbuffered streams, pre-rendered templates, lanes, "
+        "affinity.",
+    ),
     "serve": (
         "ttft.cli.serve:serve",
         "Run the embedded llama-server (Gemma 3 270M) in the foreground.",
