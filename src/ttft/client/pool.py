@@ -89,7 +89,7 @@ class _Connection(asyncio.Protocol):
             return
         try:
             over = parser.feed(data, t_ns)
-        except BaseException as exc:  # a malformed response, or a bug: wake the request with it
+        except Exception as exc:  # a malformed response, or a bug: wake the request with it
             self._fail(exc)
             return
         if over:
@@ -101,7 +101,7 @@ class _Connection(asyncio.Protocol):
             return
         try:
             parser.eof(t_ns, reason)
-        except BaseException as exc:
+        except Exception as exc:
             self._fail(exc)
             return
         self._settle(False)
