@@ -38,14 +38,12 @@ class _LadderSink:
     """Receives one response from the parser and writes rungs into the record."""
 
     __slots__ = (
-        "_anchor", "_collected", "_decoder", "_missing_done", "_reader", "_record", "error",
+        "_anchor", "_collected", "_decoder", "_reader", "_record", "_require_done", "error",
     )
 
-    def __init__(
-        self, record: RequestRecord, anchor_ns: int, missing_done: ErrorInfo | None
-    ) -> None:
+    def __init__(self, record: RequestRecord, anchor_ns: int, require_done: bool) -> None:
         self._record = record
-        self._missing_done = missing_done  # the error for a stream without [DONE], if required
+        self._require_done = require_done
         self._anchor = anchor_ns
         self._decoder = SseDecoder()
         self._reader = ChunkReader(record)
@@ -94,7 +92,11 @@ class _LadderSink:
             self.error = reader.error
         elif not reader.done:
             record.done_ns = t_rel
-            self.error = self._missing_done
+            if self._require_done:
+                self.error = ErrorInfo(
+                    errors.INCOMPLETE_STREAM, "the stream ended without 'data: [DONE]'",
+                    record.status,
+                )
 
     def failure(self, exc: RequestFailed) -> ErrorInfo:
         """The error for a request the transport could not finish, keeping what we learnt."""
@@ -183,10 +185,7 @@ class StreamingClient:
         merged.update(dict(given.values()))
         self._headers = merged
         self._heads: dict[str, bytes] = {}  # per API: the request head before Content-Length
-        self._missing_done = (
-            ErrorInfo(errors.INCOMPLETE_STREAM, "the stream ended without 'data: [DONE]'")
-            if require_done else None
-        )
+        self._require_done = require_done
         context: ssl.SSLContext | None = None
         if parts.scheme == "https":
             context = ssl.create_default_context()
@@ -241,7 +240,7 @@ class StreamingClient:
                 "POST", self.path_for(api), self._host_header, self._headers
             )
         payload = with_body(head, _dumps(body).encode())
-        sink = _LadderSink(record, anchor_ns, self._missing_done)
+        sink = _LadderSink(record, anchor_ns, self._require_done)
         parser = ResponseParser(sink)
         limit = self.timeout_s if isinstance(timeout_s, _Unset) else timeout_s
         try:

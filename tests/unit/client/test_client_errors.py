@@ -43,6 +43,7 @@ def test_json_error_data_mid_stream_is_a_stream_error(one_request: OneRequest) -
 def test_stream_that_ends_cleanly_without_done_is_incomplete(one_request: OneRequest) -> None:
     record, _ = one_request({"done": False, "first_token_delay_ms": 1})
     assert record.error is not None and record.error.kind == errors.INCOMPLETE_STREAM
+    assert record.error.status == 200
     assert len(record.chunk_ns) == 16 and record.done_ns is not None
 
 
