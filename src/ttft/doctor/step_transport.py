@@ -126,11 +126,12 @@ def run(ctx: DoctorContext) -> StepResult:
                 expected_gain=f"up to {worst_gap:.0f} ms of TTFT",
             )
         )
-    step.summary = (
-        "stream arrives bunched: buffered in transit"
-        if step.findings and step.findings[0].rule.startswith("transport/buffer")
-        else ("transport adds delay" if step.findings else "the stream arrives as it is produced")
-    )
+    if any(f.rule in ("transport/gzip-stream", "transport/buffered-stream") for f in step.findings):
+        step.summary = "the stream arrives bunched: held back in transit"
+    elif step.findings:
+        step.summary = "transport adds delay before the first token"
+    else:
+        step.summary = "the stream arrives as it is produced"
     return step
 
 

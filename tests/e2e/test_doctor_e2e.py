@@ -1,0 +1,172 @@
+"""`ttft doctor` on the real embedded llama-server, one planted fault at a time.
+
+Each test plants one fault (a buffering, gzipping nginx; a timestamp at the top of the system
+prompt; one slot under load; long prompts mixed with short ones) and checks that doctor's top
+finding names that cause with its evidence; a healthy setup must give no finding at all.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ttft.engines.embedded import RunningEngine, launch_embedded
+from ttft.testing.nginx import run_nginx
+from ttft.workload.text_source import sentence_text
+
+pytestmark = pytest.mark.e2e
+
+DATA = Path(__file__).parent.parent / "data" / "doctor"
+
+
+def doctor(*args: str, timeout: float = 420) -> dict[str, Any]:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from ttft.cli.main import main; main()",
+            "doctor",
+            "--format",
+            "json",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def rules(report: dict[str, Any]) -> list[str]:
+    return [f["rule"] for f in report["findings"]]
+
+
+@pytest.fixture(scope="module")
+def one_slot_engine() -> Iterator[RunningEngine]:
+    with launch_embedded(ctx_size=2048, parallel=1) as engine:
+        yield engine
+
+
+def test_gzip_and_ignored_accel_header_in_nginx_is_the_top_finding(
+    embedded_server: RunningEngine,
+) -> None:
+    conf = (DATA / "nginx_buffering_gzip.conf").read_text()
+    with run_nginx(conf, embedded_server.base_url) as proxy:
+        report = doctor("--url", proxy, "--concurrency", "1")
+    top = report["findings"][0]
+    assert top["rule"] in ("transport/gzip-stream", "transport/buffered-stream")
+    assert "gzip" in top["action"]
+    evidence = {e["name"]: e["value"] for e in top["evidence"]}
+    assert evidence["median gap between chunks (gzip)"] < 1.0  # bunched
+    assert evidence["median gap between chunks (identity)"] > 2.0  # as generated
+    assert evidence["client minus server (gzip)"] > 150
+
+
+def _log(path: Path, bodies: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(b) + "\n" for b in bodies))
+    return path
+
+
+def test_timestamp_first_in_the_system_prompt_is_the_top_finding(
+    embedded_server: RunningEngine, tmp_path: Path
+) -> None:
+    policy = sentence_text("acme-policy", 300)
+    bodies = [
+        {
+            "messages": [
+                {
+                    "role": "system",
+                    "content": f"Current time: 2026-03-15 14:{22 + i}:{(7 * i) % 60:02d}. "
+                    f"You are the support assistant of ACME. {policy}",
+                },
+                {"role": "user", "content": f"Question {i}: {sentence_text(f'q{i}', 12)}"},
+            ]
+        }
+        for i in range(6)
+    ]
+    log = _log(tmp_path / "requests.jsonl", bodies)
+    report = doctor(
+        "--url", embedded_server.base_url, "--requests-log", str(log), "--concurrency", "1"
+    )
+    top = report["findings"][0]
+    assert top["rule"] == "cache/dynamic-prefix", rules(report)
+    assert "timestamp" in top["cause"] or "date" in top["cause"]
+    evidence = {e["name"]: e["value"] for e in top["evidence"]}
+    shareable = evidence["your prompts: shareable prefix after moving dynamic content"]
+    cached = evidence["your prompts: cached tokens per request (p50)"]
+    assert shareable > 250 and cached < 0.2 * shareable
+
+
+def test_one_slot_under_concurrency_8_is_the_top_finding(one_slot_engine: RunningEngine) -> None:
+    report = doctor("--url", one_slot_engine.base_url, "--concurrency", "1,8")
+    top = report["findings"][0]
+    assert top["rule"] == "capacity/queueing", rules(report)
+    assert "-np 8" in top["action"]
+    evidence = {e["name"]: e["value"] for e in top["evidence"]}
+    assert evidence["server slots"] == 1
+
+
+def test_long_prompts_mixed_with_short_ones_show_head_of_line_blocking(
+    embedded_server: RunningEngine, tmp_path: Path
+) -> None:
+    bodies = [
+        {"messages": [{"role": "user", "content": sentence_text(f"s{i}", 15)}]} for i in range(4)
+    ]
+    bodies.insert(2, {"messages": [{"role": "user", "content": sentence_text("long", 1100)}]})
+    log = _log(tmp_path / "mixed.jsonl", bodies)
+    report = doctor(
+        "--url", embedded_server.base_url, "--requests-log", str(log), "--concurrency", "1"
+    )
+    assert "scheduling/head-of-line" in rules(report)
+    top = report["findings"][0]
+    assert top["rule"] == "scheduling/head-of-line", rules(report)
+    evidence = {e["name"]: e["value"] for e in top["evidence"]}
+    assert (
+        evidence["short request TTFT behind a long prompt (p50)"]
+        > 3 * evidence["short request TTFT alone (p50)"]
+    )
+
+
+def test_healthy_setup_gets_a_clean_bill_of_health(embedded_server: RunningEngine) -> None:
+    report = doctor("--url", embedded_server.base_url, "--concurrency", "1,4")
+    assert report["findings"] == [], rules(report)
+    assert report["healthy"] is True
+    statuses = {s["name"]: s["status"] for s in report["steps"]}
+    assert statuses["transport"] == statuses["prefix_cache"] == statuses["capacity"] == "ok"
+
+
+def test_doctor_on_the_embedded_default_finishes_within_its_default_budget(
+    tmp_path: Path,
+) -> None:
+    """The README's main job: no options at all, the default 5-minute budget."""
+    import time
+
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from ttft.cli.main import main; main()",
+            "doctor",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert elapsed < 300
+    assert "ttft doctor" in done.stdout and "Steps" in done.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["schema"] == "ttft.doctor/1"
+    assert all(s["status"] != "failed" for s in report["steps"])
