@@ -96,7 +96,7 @@ def serve(
     Example: `ttft serve --port 8080 --parallel 1`, then point any client at
     http://127.0.0.1:8080/v1.
     """
-    overrides: dict[str, object] = {
+    overrides: dict[str, Any] = {
         "host": host,
         "port": port,
         "ctx_size": ctx_size,

@@ -12,6 +12,7 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from ttft.core.errors import MissingExtraError, TtftError
 from ttft.engines.llamacpp import LlamaCppAdapter, LlamaServerConfig, build_argv
@@ -108,12 +109,12 @@ def launch_llama_server(
     )
 
 
-def launch_embedded(*, startup_timeout_s: float = 120.0, **overrides: object) -> RunningEngine:
+def launch_embedded(*, startup_timeout_s: float = 120.0, **overrides: Any) -> RunningEngine:
     """Start the embedded default (Gemma 3 270M Q4_K_M) with optional config overrides."""
     model = overrides.pop("model_path", None)
     model_path = Path(str(model)) if model is not None else embedded_model_path()
     try:
-        config = LlamaServerConfig(model_path=model_path, **overrides)  # type: ignore[arg-type]
+        config = LlamaServerConfig(model_path=model_path, **overrides)
     except TypeError as exc:
         raise TtftError(f"bad engine setting: {exc}") from exc
     name = EMBEDDED_MODEL_NAME if model is None else model_path.stem

@@ -1,0 +1,176 @@
+"""``ttft bench``: client-side streaming TTFT per bucket x concurrency, done right.
+
+Without --url it starts the embedded engine and runs a quick profile sized for a small CPU;
+with --url the article's profile (512 / 2400 / 8000 tokens, concurrency 1 / 8 / 32).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ttft.cli.bench_setup import PROFILES
+from ttft.core.errors import TtftError
+
+
+@click.group(invoke_without_command=True)
+@click.option(
+    "--url",
+    default=None,
+    help="Server base URL (http://host:port). Default: start the embedded engine.",
+)
+@click.option(
+    "--model", default=None, help="Model name to send. Default: the first of GET /v1/models."
+)
+@click.option(
+    "--api-key", envvar="TTFT_API_KEY", default=None, help="Bearer key (or $TTFT_API_KEY)."
+)
+@click.option("--metrics-url", default=None, help="Prometheus endpoint. Default: URL/metrics.")
+@click.option(
+    "--engine",
+    "engine_kind",
+    type=click.Choice(["llamacpp", "vllm", "sglang", "tgi"]),
+    default=None,
+    help="Engine kind for metric names. Default: guessed from /metrics.",
+)
+@click.option(
+    "--api", type=click.Choice(["chat", "completions"]), default="chat", show_default=True
+)
+@click.option(
+    "--profile",
+    type=click.Choice(sorted(PROFILES)),
+    default=None,
+    help="Defaults for buckets/concurrency/requests: 'article' (512,2400,8000 x 1,8,32 "
+    "x 200) or 'quick'. Default: article with --url, quick on the embedded engine.",
+)
+@click.option("--buckets", default=None, help="Prompt lengths in tokens, comma-separated.")
+@click.option("--requests", "n_requests", type=int, default=None, help="Requests per cell.")
+@click.option(
+    "--concurrency", default=None, help="Closed-loop concurrency levels, comma-separated."
+)
+@click.option("--rate", "rates", multiple=True, help="Open loop: requests/s (repeat for levels).")
+@click.option(
+    "--burstiness",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Open loop: gamma shape; 1 = Poisson, <1 burstier.",
+)
+@click.option(
+    "--max-in-flight", type=int, default=None, help="Open loop: cap on requests in flight."
+)
+@click.option(
+    "--max-tokens",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Output tokens per request; 1 isolates TTFT (the article's setup).",
+)
+@click.option(
+    "--warmup",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Requests sent first and kept apart (not counted).",
+)
+@click.option(
+    "--shared-prefix",
+    default=None,
+    help="P:S - a common system prompt of P tokens "
+    "plus unique S-token user messages (prefix-cache work).",
+)
+@click.option(
+    "--prompt-file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="JSONL, one OpenAI request body per line.",
+)
+@click.option(
+    "--sharegpt", type=click.Path(path_type=Path), default=None, help="ShareGPT JSON file."
+)
+@click.option(
+    "--tokenizer",
+    "tokenizer_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="tokenizer.json for exact lengths. Default: the server's /tokenize.",
+)
+@click.option(
+    "--slo",
+    "slo_texts",
+    multiple=True,
+    help="e.g. 'ttft:p99<600ms' (repeat). Exit code 1 when one fails.",
+)
+@click.option("--header", "headers", multiple=True, help="Extra request header 'Name: value'.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    default=600.0,
+    show_default=True,
+    help="Seconds before one request counts as timed out.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Folder for records.jsonl, summary.json/.csv/.md. Default: results/bench-TIME.",
+)
+@click.option(
+    "--seed", default="ttft", show_default=True, help="Prompt seed (same seed, same prompts)."
+)
+@click.pass_context
+def bench(ctx: click.Context, /, **opts: object) -> None:
+    """Measure streaming TTFT at the client, per prompt length x load level.
+
+    TTFT is the time from sending to the first content token (a role-only first chunk is not a
+    token); headers, first byte, first event and client-side waiting are reported beside it.
+    Failed requests are counted, never dropped. Every request is appended to records.jsonl as it
+    finishes, so Ctrl-C loses nothing measured.
+
+    \b
+    Examples:
+      ttft bench                                   # embedded engine, quick profile
+      ttft bench --url http://127.0.0.1:8000 --slo 'ttft:p99<600ms'
+      ttft bench --url URL --rate 2 --rate 8 --requests 100
+      ttft bench compare before/summary.json after/summary.json
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from ttft.cli.bench_run import execute
+
+    execute(opts)
+
+
+@bench.command("compare")
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "csv"]), default="text")
+def compare_cmd(a: Path, b: Path, fmt: str) -> None:
+    """Compare two summary.json files per cell, with confidence intervals."""
+    from ttft.core.compare import compare_json
+    from ttft.report.csv import comparison_to_csv
+    from ttft.report.markdown import comparison_to_markdown
+    from ttft.report.terminal import print_comparison
+
+    docs = []
+    for path in (a, b):
+        try:
+            docs.append(json.loads(path.read_text()))
+        except FileNotFoundError:
+            raise TtftError(f"summary file not found: {path}") from None
+        except json.JSONDecodeError as exc:
+            raise TtftError(
+                f"{path} is not JSON ({exc.msg}, line {exc.lineno})",
+                "give the summary.json that ttft bench wrote",
+            ) from None
+    comparison = compare_json(docs[0], docs[1], a_label=str(a), b_label=str(b))
+    if fmt == "markdown":
+        click.echo(comparison_to_markdown(comparison))
+    elif fmt == "csv":
+        click.echo(comparison_to_csv(comparison), nl=False)
+    else:
+        print_comparison(comparison)

@@ -1,0 +1,140 @@
+"""One ``ttft bench`` run: cells of a workload against a target, metrics around each cell.
+
+Every finished request goes to the sink as it completes; per-cell server metric deltas follow
+each cell. The caller summarizes from the records (``ttft.core.summary``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ttft.client.stream import StreamingClient
+from ttft.core.errors import TtftError
+from ttft.core.records import RequestRecord, RunAnchor
+from ttft.engines.prometheus import Scrape, scrape_url
+from ttft.engines.registry import adapter_for
+from ttft.load.runner import CellPlan, Runner
+from ttft.load.server_metrics import MetricsWatcher
+from ttft.load.sink import JsonlSink
+from ttft.load.target import Target
+from ttft.workload.requests import WorkItem
+
+GAUGE_SAMPLE_S = 0.25
+
+
+class ClientSender:
+    """The load layer's ``Sender`` on top of the streaming client."""
+
+    def __init__(
+        self, client: StreamingClient, anchor: RunAnchor, extra_body: dict[str, Any] | None = None
+    ) -> None:
+        self.client = client
+        self.anchor = anchor
+        self.extra_body = extra_body or {}
+
+    async def send(self, item: WorkItem, record: RequestRecord) -> None:
+        body = dict(item.body)
+        body.update(self.extra_body)
+        body["stream"] = True
+        body.setdefault("stream_options", {"include_usage": True})
+        await self.client.send(body, record, self.anchor)
+
+
+@dataclass
+class CellResult:
+    plan: CellPlan
+    records: list[RequestRecord]
+    duration_ns: int
+    server: dict[str, Any] | None = None
+    peaks: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class BenchResult:
+    anchor: RunAnchor
+    cells: list[CellResult]
+    notes: list[str]
+    engine_kind: str | None
+
+
+async def _sample_gauges(url: str, kind: str, peaks: dict[str, float]) -> None:
+    """Peak running / waiting requests during a cell: the after-snapshot sees an idle server."""
+    adapter = adapter_for(kind)
+    gauges = {
+        metric.value: source
+        for metric, source in adapter.metric_sources().items()
+        if source.kind == "gauge"
+    }
+    while True:
+        try:
+            scrape: Scrape = await asyncio.to_thread(scrape_url, url, 2.0)
+        except TtftError:  # a missed sample must not end the run
+            scrape = Scrape()
+        for name, source in gauges.items():
+            for metric_name in source.names:
+                value = scrape.total(metric_name)
+                if value is not None:
+                    peaks[name] = max(peaks.get(name, 0.0), value)
+                    break
+        await asyncio.sleep(GAUGE_SAMPLE_S)
+
+
+async def run_cells(
+    target: Target,
+    cells: Sequence[CellPlan],
+    sink: JsonlSink,
+    *,
+    anchor: RunAnchor | None = None,
+    on_record: Callable[[RequestRecord], None] | None = None,
+    on_cell_start: Callable[[CellPlan], None] | None = None,
+    extra_body: dict[str, Any] | None = None,
+    timeout_s: float = 600.0,
+) -> BenchResult:
+    """Run ``cells`` in order; each record is written to ``sink`` the moment it finishes."""
+    anchor = anchor or RunAnchor.now()
+    watcher = MetricsWatcher(target.metrics_url, target.engine_kind)
+
+    def record_done(record: RequestRecord) -> None:
+        sink.write_record(record)
+        if on_record is not None:
+            on_record(record)
+
+    results: list[CellResult] = []
+    async with StreamingClient(
+        target.root,
+        model=target.model,
+        api_key=target.api_key,
+        headers=target.headers,
+        timeout_s=timeout_s,
+    ) as client:
+        runner = Runner(ClientSender(client, anchor, extra_body), anchor, record_done)
+        for plan in cells:
+            if on_cell_start is not None:
+                on_cell_start(plan)
+            before = await asyncio.to_thread(watcher.snapshot)
+            peaks: dict[str, float] = {}
+            sampler = None
+            if before is not None and watcher.engine_kind and target.metrics_url:
+                sampler = asyncio.create_task(
+                    _sample_gauges(target.metrics_url, watcher.engine_kind, peaks)
+                )
+            started = time.perf_counter_ns()
+            try:
+                records = await runner.run_cell(plan)
+            finally:
+                if sampler is not None:
+                    sampler.cancel()
+            duration = time.perf_counter_ns() - started
+            after = await asyncio.to_thread(watcher.snapshot)
+            server = watcher.deltas(before, after)
+            if server is not None:
+                server["peaks_during_cell"] = peaks
+            sink.write(
+                {"type": "metrics", "cell": plan.cell, "duration_ns": duration, "server": server}
+            )
+            results.append(CellResult(plan, records, duration, server, peaks))
+    return BenchResult(anchor, results, watcher.notes, watcher.engine_kind)

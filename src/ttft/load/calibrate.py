@@ -1,0 +1,78 @@
+"""How many tokens the server's chat template adds around a message, measured with one request.
+
+Bucket lengths mean the prompt tokens the server processes (what its ``usage`` reports), so the
+template's own tokens are measured once and subtracted from the content.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+from ttft.client.stream import StreamingClient
+from ttft.core.errors import TtftError
+from ttft.core.records import RequestRecord, RunAnchor
+from ttft.load.target import Target
+from ttft.workload.exact_length import text_of_tokens
+from ttft.workload.requests import ApiStyle
+from ttft.workload.tokenizer import Tokenizer
+
+PROBE_TOKENS = 24
+
+
+def _post_json(url: str, body: dict[str, object]) -> dict[str, object] | None:
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            out = json.loads(resp.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    return out if isinstance(out, dict) else None
+
+
+def template_overhead_without_inference(target: Target, tokenizer: Tokenizer) -> int | None:
+    """llama-server renders and counts a chat prompt without running the model
+    (``/apply-template`` then ``/tokenize`` with special tokens); None where that is missing.
+
+    Sending no request keeps the server's first real request for the cold-start measurement.
+    """
+    content = text_of_tokens(tokenizer, PROBE_TOKENS, "ttft/calibration")
+    rendered = _post_json(
+        target.root + "/apply-template", {"messages": [{"role": "user", "content": content}]}
+    )
+    if rendered is None or not isinstance(rendered.get("prompt"), str):
+        return None
+    counted = _post_json(
+        target.root + "/tokenize", {"content": rendered["prompt"], "add_special": True}
+    )
+    tokens = None if counted is None else counted.get("tokens")
+    if not isinstance(tokens, list):
+        return None
+    return len(tokens) - PROBE_TOKENS
+
+
+async def template_overhead(target: Target, tokenizer: Tokenizer, api: ApiStyle) -> int | None:
+    """Prompt tokens the server counts beyond the content's own; None if it reports no usage."""
+    content = text_of_tokens(tokenizer, PROBE_TOKENS, "ttft/calibration")
+    if api == "chat":
+        body: dict[str, object] = {"messages": [{"role": "user", "content": content}]}
+    else:
+        body = {"prompt": content}
+    body.update({"max_tokens": 1, "stream": True, "stream_options": {"include_usage": True}})
+    record = RequestRecord(index=-1, cell="calibration")
+    async with StreamingClient(
+        target.root, model=target.model, api_key=target.api_key, headers=target.headers
+    ) as client:
+        await client.send(body, record, RunAnchor.now())
+    if record.error is not None:
+        raise TtftError(
+            f"the calibration request to {target.root} failed: {record.error.kind}: "
+            f"{record.error.message}",
+            "check --url, --model and --api-key; the server must answer a streamed request",
+        )
+    if record.prompt_tokens is None:
+        return None
+    return record.prompt_tokens - PROBE_TOKENS

@@ -1,0 +1,53 @@
+"""A Target: where to send, in which API style, and where its metrics are."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+
+from ttft.core.errors import TtftError
+
+
+@dataclass(frozen=True)
+class Target:
+    base_url: str  # server root, e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted)
+    model: str | None = None
+    metrics_url: str | None = None
+    engine_kind: str | None = None  # llamacpp / vllm / sglang / tgi; None: guess from metrics
+    api_key: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def root(self) -> str:
+        url = self.base_url.rstrip("/")
+        return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def discover_model(target: Target, timeout_s: float = 10.0) -> str:
+    """The first model id from ``GET /v1/models``, for targets given without ``--model``."""
+    req = urllib.request.Request(target.root + "/v1/models")
+    if target.api_key:
+        req.add_header("Authorization", f"Bearer {target.api_key}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            data = json.loads(resp.read())
+        return str(data["data"][0]["id"])
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise TtftError(
+                f"{target.root} refused the request (HTTP {exc.code})", "pass --api-key"
+            ) from None
+        raise TtftError(
+            f"{target.root}/v1/models answered HTTP {exc.code}", "pass --model explicitly"
+        ) from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise TtftError(
+            f"cannot reach {target.root}: {getattr(exc, 'reason', exc)}",
+            "check --url (is the server running and listening there?)",
+        ) from None
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise TtftError(
+            f"{target.root}/v1/models did not list a model", "pass --model explicitly"
+        ) from None
