@@ -153,3 +153,12 @@ def test_a_missing_variable_attribute_is_an_error_with_the_line_not_a_traceback(
     with pytest.raises(TtftError) as err:
         render("a\n{{ messages[3].content.upper() }}")
     assert "t.jinja: line 2: the chat template failed" in str(err.value)
+
+
+def test_without_jinja2_the_lint_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "jinja2", None)
+    with pytest.raises(TtftError) as err:
+        TemplateRenderer(ChatTemplate("x", "t.jinja"))
+    assert "ttft lint prompts needs the optional 'lint' extra" in str(err.value)
