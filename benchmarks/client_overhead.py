@@ -18,7 +18,8 @@ Phase 1, timing error: first token after 20 ms then 16 tokens every 2 ms (``--in
 at concurrency 1 and 256. Reported: error = client stamp - server write (p50/p99) and TTFT as the
 client saw it (first token - request start), which also shows any queueing inside the client.
 Phase 2, sustained rate: 2000 requests with tiny delays (first token after 1 ms, 16 tokens at
-once) at concurrency 64 and 256, requests per second. The table ends with ttft/httpx and
+once) at concurrency 64 and 256: requests per second, and the client process's CPU time per
+request (steadier than the rate on a shared machine). The table ends with ttft/httpx and
 ttft/aiohttp ratios.
 
     python benchmarks/client_overhead.py
@@ -229,8 +230,12 @@ def timing_phase(server: ServerProcess, name: str, concurrency: int, n: int) -> 
                      quantile(ttfts, 0.5), quantile(ttfts, 0.99), failed)
 
 
-def rate_phase(server: ServerProcess, name: str, concurrency: int, n: int) -> tuple[float, int]:
-    """Requests per second over ``n`` requests with tiny delays (after a warm-up round)."""
+def rate_phase(
+    server: ServerProcess, name: str, concurrency: int, n: int
+) -> tuple[float, float, int]:
+    """Requests per second over ``n`` requests with tiny delays (after a warm-up round), and the
+    client's CPU time per request (warm-up included): the rate depends on what else the machine
+    runs, the CPU cost much less."""
     tiny = {"first_token_delay_ms": 1, "token_interval_ms": 0, "n_tokens": 16}
     bodies = make_bodies(n, tiny)
     gc.collect()
@@ -244,11 +249,13 @@ def rate_phase(server: ServerProcess, name: str, concurrency: int, n: int) -> tu
         timed["end"] = _clock()
         return results
 
+    cpu_before = time.process_time()
     results = asyncio.run(timed_run())
+    cpu_us = (time.process_time() - cpu_before) / (n + concurrency) * 1e6
     starts = sorted(r.start_ns for r in results)
     elapsed_s = (timed["end"] - starts[0]) / 1e9
     server.snapshot(clear=True)
-    return n / elapsed_s, sum(1 for r in results if r.error or r.first_ns is None)
+    return n / elapsed_s, cpu_us, sum(1 for r in results if r.error or r.first_ns is None)
 
 
 def main() -> None:
@@ -268,6 +275,7 @@ def main() -> None:
 
     timing: dict[tuple[str, int], list[TimingRow]] = {}
     rates: dict[tuple[str, int], list[float]] = {}
+    cpu: dict[tuple[str, int], list[float]] = {}
     rate_failed: dict[tuple[str, int], int] = {}
     with ServerProcess(script) as server:
         for _ in range(args.reps):
@@ -277,8 +285,9 @@ def main() -> None:
                     timing.setdefault((name, concurrency), []).append(row)
             for concurrency in (64, 256):
                 for name in names:
-                    rate, failed = rate_phase(server, name, concurrency, args.requests)
+                    rate, cpu_us, failed = rate_phase(server, name, concurrency, args.requests)
                     rates.setdefault((name, concurrency), []).append(rate)
+                    cpu.setdefault((name, concurrency), []).append(cpu_us)
                     rate_failed[(name, concurrency)] = (
                         rate_failed.get((name, concurrency), 0) + failed)
 
@@ -292,17 +301,20 @@ def main() -> None:
     for concurrency in (1, 256):
         for name in names:
             rows = timing[(name, concurrency)]
-            med = lambda f: statistics.median(f(r) for r in rows)  # noqa: E731
+            med = {f: statistics.median(getattr(r, f) for r in rows)
+                   for f in ("err_p50", "err_p99", "ttft_p50", "ttft_p99")}
             print(f"{name:8} {concurrency:>5} {sum(r.n for r in rows):>5} "
-                  f"{med(lambda r: r.err_p50):>11.3f} {med(lambda r: r.err_p99):>11.3f} "
-                  f"{med(lambda r: r.ttft_p50):>12.2f} {med(lambda r: r.ttft_p99):>12.2f} "
+                  f"{med['err_p50']:>11.3f} {med['err_p99']:>11.3f} "
+                  f"{med['ttft_p50']:>12.2f} {med['ttft_p99']:>12.2f} "
                   f"{sum(r.failed for r in rows):>7}")
     print(f"\nsustained rate: {args.requests} requests, first token after 1 ms, 16 tokens\n")
-    print(f"{'client':8} {'conc':>5} {'req/s':>8} {'failed':>7}")
+    print(f"{'client':8} {'conc':>5} {'req/s':>8} {'CPU us/req':>11} {'failed':>7}")
     for concurrency in (64, 256):
         for name in names:
             rate = statistics.median(rates[(name, concurrency)])
-            print(f"{name:8} {concurrency:>5} {rate:>8.0f} {rate_failed[(name, concurrency)]:>7}")
+            cpu_us = statistics.median(cpu[(name, concurrency)])
+            print(f"{name:8} {concurrency:>5} {rate:>8.0f} {cpu_us:>11.0f} "
+                  f"{rate_failed[(name, concurrency)]:>7}")
     if "ttft" in names:
         print()
         for other in (n for n in names if n != "ttft"):
@@ -311,6 +323,9 @@ def main() -> None:
                 ratio = (statistics.median(rates[("ttft", concurrency)])
                          / statistics.median(rates[(other, concurrency)]))
                 parts.append(f"rate@{concurrency} x{ratio:.2f}")
+                cpu_ratio = (statistics.median(cpu[("ttft", concurrency)])
+                             / statistics.median(cpu[(other, concurrency)]))
+                parts.append(f"CPU/req@{concurrency} x{cpu_ratio:.2f}")
             err = (statistics.median(r.err_p99 for r in timing[("ttft", 256)])
                    / statistics.median(r.err_p99 for r in timing[(other, 256)]))
             parts.append(f"err p99@256 x{err:.2f}")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 
-from conftest import OneRequest
 from ttft.client import StreamingClient, errors
 from ttft.core.records import RequestRecord, RunAnchor
+from ttft.testing.scripted_server import Snapshot
+
+OneRequest = Callable[..., tuple[RequestRecord, Snapshot]]  # the one_request fixture
 
 
 def test_http_500_records_status_kind_and_the_servers_message(one_request: OneRequest) -> None:

@@ -6,16 +6,18 @@ import asyncio
 import shutil
 import ssl
 import subprocess
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from conftest import OneRequest
 from ttft.client import ChatRequest, CompletionRequest, StreamingClient
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.testing.scripted_server import ScriptedServer, Snapshot
 from ttft.testing.sse_script import Script
+
+OneRequest = Callable[..., tuple[RequestRecord, Snapshot]]  # the one_request fixture
 
 FAST = Script(first_token_delay_ms=1, token_interval_ms=0, n_tokens=4)
 
