@@ -74,7 +74,7 @@ def dynamic_finding(
 ) -> Finding:
     severity, note = _dynamic_severity(group, len(analysis.rendered))
     first = requests[group.requests[0]]
-    values = ", ".join(repr(v) for v in group.values[:3])
+    values = ", ".join(repr(v) for v in group.values[:2]) + (", ..." if group.distinct > 2 else "")
     seen = (
         f" Seen in {len(group.requests)} of {len(analysis.rendered)} requests, "
         f"{group.distinct} distinct value{'s' if group.distinct != 1 else ''}."
@@ -219,6 +219,7 @@ def report(analysis: PromptsAnalysis) -> dict[str, Any]:
         "groups_before": len(analysis.groups_before),
         "groups_after": len(analysis.groups_after),
         "largest_groups_before": _groups(analysis, after=False),
+        "largest_groups_after": _groups(analysis, after=True),
         "saved_tokens": saved,
         "saved_tokens_per_request": round(saved / n, 1) if n else 0.0,
         "prefill_tokens_per_s": analysis.prefill_rate,
@@ -263,8 +264,18 @@ def report_rows(analysis: PromptsAnalysis) -> list[tuple[str, str, str]]:
             f"{len(analysis.groups_before)}",
             f"{len(analysis.groups_after)}",
         ),
+        (
+            "largest group: requests x shared tokens",
+            _largest(analysis, False),
+            _largest(analysis, True),
+        ),
     ]
     return rows
+
+
+def _largest(analysis: PromptsAnalysis, after: bool) -> str:
+    groups = analysis.groups_after if after else analysis.groups_before
+    return f"{len(groups[0].members)} x {groups[0].shared_tokens}" if groups else "-"
 
 
 def saving_line(analysis: PromptsAnalysis) -> str:
