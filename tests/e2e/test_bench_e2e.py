@@ -204,3 +204,28 @@ def test_a_killed_run_leaves_a_readable_results_file(
     assert len(loaded.records) >= 3 and not loaded.finished
     assert all(r.ok for r in loaded.records)
     assert loaded.damaged_lines <= 1
+
+
+def test_cold_mode_restarts_the_engine_for_every_sample(tmp_path: Path) -> None:
+    """Each cold sample is a fresh process's first request: nothing comes from the cache."""
+    done = subprocess.run(
+        _ttft("bench", "--cold", "2", "--buckets", "64", "--out", str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = read_results(tmp_path / "records.jsonl")
+    assert [r.phase for r in loaded.records] == ["cold", "cold"]
+    assert all(r.ok and r.cached_tokens == 0 for r in loaded.records)
+    assert "engine start-up to healthy" in done.stderr
+
+
+def test_cold_mode_refuses_a_server_it_cannot_restart(embedded_server: RunningEngine) -> None:
+    done = subprocess.run(
+        _ttft("bench", "--cold", "2", "--url", embedded_server.base_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "needs an engine ttft manages" in done.stderr

@@ -120,6 +120,14 @@ from ttft.core.errors import TtftError
     help="Folder for records.jsonl, summary.json/.csv/.md. Default: results/bench-TIME.",
 )
 @click.option(
+    "--cold",
+    "cold_samples",
+    type=int,
+    default=None,
+    help="Cold-start mode: restart the embedded engine before each of N requests and measure "
+    "only those first requests.",
+)
+@click.option(
     "--seed", default="ttft", show_default=True, help="Prompt seed (same seed, same prompts)."
 )
 @click.pass_context

@@ -130,8 +130,68 @@ def _target(
         )
 
 
+def _cold_mode(opts: dict[str, Any], spec: WorkloadSpec, console: Console, out_dir: Path) -> None:
+    """Restart the engine before each sample; report only first requests and start-up times."""
+    from ttft.core.summary import summarize_run
+    from ttft.engines.embedded import launch_embedded
+    from ttft.load.cold import ColdSample, measure_cold_starts
+    from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
+
+    if opts["url"]:
+        raise TtftError(
+            "--cold restarts the engine between samples, so it needs an engine ttft manages",
+            "drop --url to use the embedded engine (or restart your server yourself and run "
+            "bench with --requests 1)",
+        )
+    samples, tokens = opts["cold_samples"], min(spec.buckets)
+    if samples < 1:
+        raise TtftError("--cold needs at least 1 sample")
+    ctx = embedded_ctx_size(tokens, 1, EMBEDDED_SLOTS)
+
+    def launch() -> Any:
+        return launch_embedded(ctx_size=ctx, parallel=EMBEDDED_SLOTS)
+
+    with Progress(
+        TextColumn("cold starts"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        task = progress.add_task("cold", total=samples)
+
+        def on_sample(sample: ColdSample) -> None:
+            progress.advance(task)
+
+        with JsonlSink(out_dir / "records.jsonl") as sink:
+            sink.write(
+                {"type": "run", "schema": RESULTS_SCHEMA, "mode": "cold", "prompt_tokens": tokens}
+            )
+            done = measure_cold_starts(launch, samples, tokens, sink, on_sample=on_sample)
+            sink.write({"type": "end"})
+    startups = sorted(s.startup_s for s in done)
+    summary = summarize_run(
+        [s.record for s in done],
+        meta={"mode": "cold", "startup_s": startups, "prompt_tokens": tokens},
+    )
+    from ttft.report.terminal import print_summary
+
+    print_summary(summary, Console())
+    (out_dir / "summary.json").write_text(json.dumps(summary.to_json(), indent=2))
+    console.print(
+        f"engine start-up to healthy: median {startups[len(startups) // 2]:.2f} s "
+        f"(min {startups[0]:.2f}, max {startups[-1]:.2f}); results: {out_dir}/"
+    )
+
+
 def execute(opts: dict[str, Any]) -> None:
     console = Console(stderr=True)
+    if opts["cold_samples"] is not None:
+        profile = opts["profile"] or "quick"
+        out = opts["out_dir"] or Path("results") / time.strftime("bench-cold-%Y%m%d-%H%M%S")
+        out.mkdir(parents=True, exist_ok=True)
+        _cold_mode(opts, _spec(opts, profile), console, out)
+        return
     profile = opts["profile"] or ("article" if opts["url"] else "quick")
     spec = _spec(opts, profile)
     slos = parse_slos(opts["slo_texts"]) if opts["slo_texts"] else ()

@@ -1,0 +1,86 @@
+"""Cold starts: restart a managed engine before every sample, so each request is its first.
+
+The warm statistics of a normal run hide the first request after a start (page faults, kernel
+set-up, cache allocation); this measures only that request, several times, with a fresh process
+each time, and the engine's own start-up time beside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from ttft.client.stream import StreamingClient
+from ttft.core.records import RequestRecord, RunAnchor
+from ttft.load.calibrate import template_overhead_without_inference
+from ttft.load.sink import JsonlSink
+from ttft.load.target import Target
+from ttft.workload.exact_length import text_of_tokens
+from ttft.workload.tokenizer import ServerTokenizer
+
+COLD_CELL = "cold start"
+
+
+class ManagedEngine(Protocol):
+    """What cold-start sampling needs from an engine it started (stopping is the launcher's)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def metrics_url(self) -> str: ...
+
+    model_name: str
+    startup_s: float
+
+
+@dataclass
+class ColdSample:
+    record: RequestRecord
+    startup_s: float
+
+
+def measure_cold_starts(
+    launch: Callable[[], AbstractContextManager[ManagedEngine]],
+    samples: int,
+    prompt_tokens: int,
+    sink: JsonlSink,
+    *,
+    on_sample: Callable[[ColdSample], None] | None = None,
+) -> list[ColdSample]:
+    """Start the engine, send one request of ``prompt_tokens`` tokens, stop; ``samples`` times."""
+    anchor = RunAnchor.now()
+    out: list[ColdSample] = []
+    for index in range(samples):
+        with launch() as engine:
+            target = Target(engine.base_url, engine.model_name, engine.metrics_url, "llamacpp")
+            tokenizer = ServerTokenizer(engine.base_url)
+            overhead = template_overhead_without_inference(target, tokenizer) or 0
+            text = text_of_tokens(tokenizer, max(1, prompt_tokens - overhead), f"ttft/cold/{index}")
+            body = {
+                "messages": [{"role": "user", "content": text}],
+                "max_tokens": 1,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+            record = RequestRecord(index=index, cell=COLD_CELL, phase="cold")
+
+            async def send(
+                target: Target = target,
+                body: dict[str, object] = body,
+                record: RequestRecord = record,
+            ) -> None:
+                async with StreamingClient(target.root, model=target.model) as client:
+                    await client.send(body, record, anchor)
+
+            asyncio.run(send())
+            sink.write_record(record)
+            sink.write({"type": "cold_start", "index": index, "startup_s": engine.startup_s})
+            sample = ColdSample(record, engine.startup_s)
+            out.append(sample)
+            if on_sample is not None:
+                on_sample(sample)
+    return out
