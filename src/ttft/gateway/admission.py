@@ -75,6 +75,10 @@ class Admission:
         return self.in_flight + self.waiting
 
     @property
+    def has_free_slot(self) -> bool:
+        return self.in_flight < self.max_in_flight and self.waiting == 0
+
+    @property
     def has_room(self) -> bool:
         return self.in_flight < self.max_in_flight or self.waiting < self.queue_size
 

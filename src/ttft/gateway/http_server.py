@@ -194,8 +194,9 @@ class _Connection(asyncio.Protocol):
         if not self.server._opened(self):
             body = error_body("too many open connections to the gateway", "server_error",
                               "too_many_connections")
+            self._refused = True
             transport.write(_plain_head(503, len(body), close=True) + body)
-            self.close_after_write()
+            self._linger()
             return
         self._arm(self.server.idle_timeout_s, self._idle_expired)
 
@@ -213,9 +214,10 @@ class _Connection(asyncio.Protocol):
         self._parse()
 
     def eof_received(self) -> bool | None:
-        # A half-close from the client: it will send nothing more. If a request is running we
-        # keep the write side open to deliver its answer (curl --no-buffer does this).
-        return self._task is not None
+        # The client closed its side. Clients of LLM APIs do not half-close to wait for an
+        # answer; they close because they left. Treat it as a disconnect (as nginx does with
+        # its 499), so the running request is cancelled upstream.
+        return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -326,7 +328,21 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None and not self.closed:
             self.transport.write(_plain_head(status, len(body), close=True) + body)
         self._buf.clear()
-        self.close_after_write()
+        self._linger()
+
+    def _linger(self) -> None:
+        """Close after an error answer without losing it: closing a socket with unread request
+        bytes sends a reset, which can destroy the answer in flight. So: send our FIN, read and
+        drop what the client still sends, and close when it closes (or after a short grace)."""
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        if self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+        if transport.can_write_eof():
+            transport.write_eof()
+        self._arm(2.0, self.abort)
 
     # -- timers and closing -------------------------------------------------------------
 

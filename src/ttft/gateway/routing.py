@@ -6,9 +6,9 @@ already holds its KV. The affinity key is a hash of the prompt's leading blocks 
 going to the same replica, and adding or losing a replica moves only the keys it owned.
 
 A hot prefix must not bury one replica: with bounded loads (Mirrokni, Thorup and Zadimoghaddam,
-2018) a replica takes a keyed request only while its load (in flight + queued) is below
-``load_factor`` x the mean load (+1); otherwise the walk continues clockwise to the next one. A
-request without a key goes to the least-loaded healthy replica.
+2018) a replica takes a keyed request only while it has a free slot or its load (in flight +
+queued) is below ``load_factor`` x the mean load (+1); otherwise the walk continues clockwise to
+the next one. A request without a key goes to the least-loaded healthy replica.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ class Balanced(Protocol):
 
     @property
     def has_room(self) -> bool: ...
+
+    @property
+    def has_free_slot(self) -> bool: ...
 
 
 def _hash64(data: bytes) -> int:
@@ -130,7 +133,8 @@ class Router:
                 (i for i in order if replicas[i].healthy and i not in exclude), None
             )
             for i in order:
-                if i in usable and replicas[i].load < bound:
+                # A free slot means no queueing there: keep the affinity whatever the bound.
+                if i in usable and (replicas[i].has_free_slot or replicas[i].load < bound):
                     return Choice(i, HIT if i == first else SPILL)
         return Choice(self._least_loaded(replicas, usable), NONE if key is None else SPILL)
 

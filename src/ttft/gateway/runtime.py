@@ -62,6 +62,10 @@ class Replica:
     def has_room(self) -> bool:
         return self.admission.has_room
 
+    @property
+    def has_free_slot(self) -> bool:
+        return self.admission.has_free_slot
+
     def mark_down(self, reason: str) -> None:
         if self.healthy:
             log.warning("upstream %s taken out of routing: %s", self.name, reason)

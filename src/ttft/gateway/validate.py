@@ -22,9 +22,11 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     if not raw:
         raise bad_request("the request has no body: send a JSON object")
     try:
-        body = json.loads(raw)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise bad_request("the request body is not UTF-8 text") from None
+    try:
+        body = json.loads(text)
     except ValueError as exc:
         raise bad_request(f"the request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):

@@ -1,0 +1,145 @@
+"""Admission: slots, two lanes, priorities, bounded queue, timeouts; nothing leaks a slot."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ttft.gateway.admission import LONG, SHORT, Admission, Shed, lane_for
+
+
+def run(coro: object) -> object:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+async def _grant_order(adm: Admission, waiting: list[tuple[str, str, int]]) -> list[str]:
+    """Fill the slot, queue ``(name, lane, priority)`` in order, then free slots one by one."""
+    assert await adm.acquire(SHORT) == 0
+    order: list[str] = []
+
+    async def wait(name: str, lane: str, priority: int) -> None:
+        await adm.acquire(lane, priority)
+        order.append(name)
+
+    tasks = []
+    for name, lane, priority in waiting:
+        tasks.append(asyncio.create_task(wait(name, lane, priority)))
+        await asyncio.sleep(0)
+    for _ in waiting:
+        adm.release()
+        await asyncio.sleep(0)
+    await asyncio.gather(*tasks)
+    return order
+
+
+def test_a_free_slot_is_taken_without_waiting() -> None:
+    async def scenario() -> tuple[int, int]:
+        adm = Admission(2, 4)
+        waited = await adm.acquire(SHORT)
+        return waited, adm.in_flight
+
+    assert run(scenario()) == (0, 1)
+
+
+def test_short_requests_overtake_long_ones_that_queued_before_them() -> None:
+    adm = Admission(1, 8)
+    order = run(_grant_order(adm, [("L1", LONG, 0), ("L2", LONG, 0), ("S1", SHORT, 0)]))
+    assert order == ["S1", "L1", "L2"]
+
+
+def test_without_lanes_the_queue_is_first_come_first_served() -> None:
+    adm = Admission(1, 8, split_lanes=False)
+    order = run(_grant_order(adm, [("L1", LONG, 0), ("L2", LONG, 0), ("S1", SHORT, 0)]))
+    assert order == ["L1", "L2", "S1"]
+
+
+def test_a_waiting_long_request_gets_a_turn_after_a_burst_of_short_ones() -> None:
+    adm = Admission(1, 16, short_burst=2)
+    waiting = [("L1", LONG, 0)] + [(f"S{i}", SHORT, 0) for i in range(5)]
+    order = run(_grant_order(adm, waiting))
+    assert order == ["S0", "S1", "L1", "S2", "S3", "S4"]
+
+
+def test_a_lower_priority_number_goes_first_within_a_lane() -> None:
+    adm = Admission(1, 8)
+    order = run(_grant_order(adm, [("a", SHORT, 5), ("b", SHORT, -1), ("c", SHORT, 5)]))
+    assert order == ["b", "a", "c"]
+
+
+def test_a_full_queue_refuses_at_once() -> None:
+    async def scenario() -> str:
+        adm = Admission(1, 1)
+        await adm.acquire(SHORT)
+        waiter = asyncio.create_task(adm.acquire(SHORT))
+        await asyncio.sleep(0)
+        try:
+            await adm.acquire(LONG)
+        except Shed as exc:
+            waiter.cancel()
+            return exc.reason
+        return "admitted"
+
+    assert run(scenario()) == "queue_full"
+
+
+def test_a_request_that_waits_too_long_is_refused_and_leaves_the_queue() -> None:
+    async def scenario() -> tuple[str, int, int]:
+        adm = Admission(1, 4)
+        await adm.acquire(SHORT)
+        with pytest.raises(Shed) as info:
+            await adm.acquire(SHORT, timeout_s=0.02)
+        return info.value.reason, adm.waiting, adm.in_flight
+
+    assert run(scenario()) == ("queue_timeout", 0, 1)
+
+
+def test_a_cancelled_waiter_leaves_no_trace_and_the_next_one_is_served() -> None:
+    async def scenario() -> tuple[int, int, bool]:
+        adm = Admission(1, 4)
+        await adm.acquire(SHORT)
+        gone = asyncio.create_task(adm.acquire(SHORT))
+        stays = asyncio.create_task(adm.acquire(SHORT))
+        await asyncio.sleep(0)
+        gone.cancel()
+        await asyncio.sleep(0)
+        adm.release()
+        await stays
+        return adm.waiting, adm.in_flight, gone.cancelled()
+
+    assert run(scenario()) == (0, 1, True)
+
+
+def test_a_slot_granted_to_a_waiter_cancelled_at_that_instant_is_passed_on() -> None:
+    async def scenario() -> tuple[int, int]:
+        adm = Admission(1, 4)
+        await adm.acquire(SHORT)
+        first = asyncio.create_task(adm.acquire(SHORT))
+        second = asyncio.create_task(adm.acquire(SHORT))
+        await asyncio.sleep(0)
+        adm.release()  # grants ``first``...
+        first.cancel()  # ...which is cancelled before it runs again
+        await asyncio.gather(first, return_exceptions=True)
+        await second
+        return adm.in_flight, adm.waiting
+
+    assert run(scenario()) == (1, 0)
+
+
+def test_many_timeouts_do_not_grow_the_queue_beyond_its_bound() -> None:
+    async def scenario() -> int:
+        adm = Admission(1, 4)
+        await adm.acquire(SHORT)
+        for _ in range(50):
+            results = await asyncio.gather(
+                *(adm.acquire(SHORT, timeout_s=0.001) for _ in range(4)), return_exceptions=True
+            )
+            assert all(isinstance(r, Shed) for r in results)
+        return max(len(lane) for lane in adm._lanes.values())
+
+    assert run(scenario()) <= 2 * 4 + 16 + 4
+
+
+def test_lanes_split_at_the_threshold() -> None:
+    assert lane_for(1024, 1024) == SHORT
+    assert lane_for(1025, 1024) == LONG

@@ -1,0 +1,95 @@
+"""Configuration: every key is checked, typos and bad values are errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ttft.core.errors import TtftError
+from ttft.gateway.config import from_mapping, load, parse_listen
+
+MINIMAL = {"model": [{"name": "m", "upstreams": ["http://127.0.0.1:8080"]}]}
+
+
+def test_a_minimal_config_gets_the_documented_defaults() -> None:
+    config = from_mapping(MINIMAL)
+    assert (config.host, config.port) == ("127.0.0.1", 8000)
+    assert config.api_keys == ()
+    assert config.admission.max_in_flight == 4 and config.admission.split_lanes
+    model = config.models[0]
+    assert model.prerender and model.chat_template == "auto" and not model.hygiene
+    assert model.upstreams[0].url == "http://127.0.0.1:8080"
+
+
+def test_the_example_config_in_examples_loads() -> None:
+    root = Path(__file__).resolve().parents[3]
+    config = load(root / "examples" / "gateway.toml")
+    assert config.models and all(m.upstreams for m in config.models)
+
+
+def test_upstreams_mix_urls_and_tables_and_lose_a_trailing_v1(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text(
+        'listen = "0.0.0.0:9000"\n'
+        "[admission]\nmax_in_flight = 2\nqueue_timeout_s = 5\n"
+        "[[model]]\nname = \"a\"\n"
+        'upstreams = ["http://h1:8080/v1/", { url = "http://h2:8080", prerender = false, '
+        "max_in_flight = 1 }]\n"
+    )
+    config = load(path)
+    assert (config.host, config.port) == ("0.0.0.0", 9000)
+    ups = config.models[0].upstreams
+    assert [u.url for u in ups] == ["http://h1:8080", "http://h2:8080"]
+    assert ups[1].prerender is False and ups[1].max_in_flight == 1
+    assert config.admission.queue_timeout_s == 5.0
+
+
+@pytest.mark.parametrize(
+    ("raw", "needle"),
+    [
+        ({**MINIMAL, "lisen": "x"}, "unknown key(s) lisen"),
+        ({"model": []}, "no [[model]]"),
+        ({"model": [{"name": "m"}]}, "missing upstreams"),
+        ({"model": [{"upstreams": ["http://h:1"]}]}, "missing name"),
+        ({"model": [{"name": "m", "upstreams": ["ftp://h:1"]}]}, "not an http(s) URL"),
+        ({"model": [{"name": "m", "upstreams": ["http://h:1", "http://h:1/v1"]}]}, "twice"),
+        ({"model": [{"name": "m", "upstreams": ["http://h:1"], "engine": "x"}]}, "unknown engine"),
+        ({"model": [{"name": "m", "upstreams": ["http://h:1"], "prerender": "yes"}]},
+         "expected true or false"),
+        ({**MINIMAL, "admission": {"max_in_flight": 0}}, "at least 1"),
+        ({**MINIMAL, "admission": {"queue_size": -1}}, "whole number"),
+        ({**MINIMAL, "admission": {"quue_size": 3}}, "unknown key 'quue_size'"),
+        ({**MINIMAL, "routing": {"load_factor": 0.5}}, "at least 1.0"),
+        ({**MINIMAL, "api_keys": ["", "k"]}, "non-empty strings"),
+        ({**MINIMAL, "listen": "localhost"}, "not host:port"),
+        ({"model": [MINIMAL["model"][0], MINIMAL["model"][0]]}, "same name"),
+    ],
+)
+def test_bad_configs_name_the_problem(raw: dict[str, object], needle: str) -> None:
+    with pytest.raises(TtftError) as info:
+        from_mapping(raw)
+    assert needle in str(info.value)
+
+
+def test_api_keys_come_from_the_environment_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GW_KEYS", "k1, k2,,")
+    config = from_mapping({**MINIMAL, "api_keys": ["k0"], "api_keys_env": "GW_KEYS"})
+    assert config.api_keys == ("k0", "k1", "k2")
+    monkeypatch.delenv("GW_KEYS")
+    with pytest.raises(TtftError, match="GW_KEYS is not set"):
+        from_mapping({**MINIMAL, "api_keys_env": "GW_KEYS"})
+
+
+def test_invalid_toml_points_at_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text("[[model]]\nname = \n")
+    with pytest.raises(TtftError, match="not valid TOML"):
+        load(path)
+    with pytest.raises(TtftError, match="cannot read"):
+        load(tmp_path / "missing.toml")
+
+
+def test_listen_addresses_parse_with_ipv6_brackets() -> None:
+    assert parse_listen("[::1]:8000") == ("::1", 8000)
+    assert parse_listen(":8000") == ("127.0.0.1", 8000)
