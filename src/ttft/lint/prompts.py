@@ -165,6 +165,10 @@ def _add_varying(rendered: list[RenderedRequest]) -> list[RenderedRequest]:
     return out
 
 
+def _same(request: ChatRequest) -> ChatRequest:
+    return request
+
+
 def _char_lcp(a: str, b: str) -> int:
     n = min(len(a), len(b))
     i = 0
@@ -272,8 +276,12 @@ def lint_prompts(
             errors.append((request, str(exc)))
     rendered = _add_varying(rendered)
     before, groups_before = _simulate(renderer, rendered, tokens, cache_model)
+    instabilities = find_instability(rendered)
+    # Canonical tools and whitespace are a suggested fix only where the log shows drift; applied
+    # everywhere they would shift token counts for nothing.
+    canonical = normalize if instabilities else _same
     fixed = [
-        normalize(move_to_end(r.request, [f.place for f in r.spans if f.place is not None]))
+        canonical(move_to_end(r.request, [f.place for f in r.spans if f.place is not None]))
         for r in rendered
     ]
     rendered_fixed: list[RenderedRequest] = []
@@ -297,7 +305,7 @@ def lint_prompts(
         groups_before=groups_before,
         groups_after=groups_after,
         dynamic=_dynamic_groups(rendered, tokens),
-        instabilities=find_instability(rendered),
+        instabilities=instabilities,
         clock=_template_clock(template, rendered[0], tokens) if rendered else None,
         prefill_rate=prefill_rate,
         fixed=fixed,

@@ -52,6 +52,8 @@ def _cut(text: str, start: int, end: int) -> str:
     before, after = text[:start], text[end:]
     if after.startswith("\n") and (not before or before.endswith("\n")):
         after = after[1:]
+    elif not after and before.endswith("\n"):
+        before = before[:-1]  # the last line went: its line break goes with it
     elif before.endswith(" ") and (not after or after[0] in " \n"):
         before = before.rstrip(" ")
     return before + after

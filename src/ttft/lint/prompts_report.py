@@ -28,6 +28,10 @@ _FIX_TOOLS = (
     "take the value out of the tool definitions (pass it as an argument or in the last user "
     "message): tools are rendered before the conversation"
 )
+_FIX_KWARGS = (
+    "pass a value that changes rarely (a date, not a time) in chat_template_kwargs, or put the "
+    "changing part in the last user message"
+)
 _RULE_BY_CAUSE = {
     "tool-key-order": "prompts/tool-key-order",
     "whitespace": "prompts/whitespace-drift",
@@ -95,7 +99,7 @@ def dynamic_finding(
         title=f"{group.label} in the cacheable prefix",
         message=message,
         location=_location(first, group.token_offset),
-        fix=_FIX_MOVE if group.movable else _FIX_TOOLS if group.source == "tools" else _FIX_MOVE,
+        fix=_FIX_MOVE if group.movable else _FIX_TOOLS if group.source == "tools" else _FIX_KWARGS,
         gain=f"~{group.destroyed_tokens:.0f} cached tokens per request"
         + _ms(group.destroyed_tokens, analysis.prefill_rate),
         related=related,

@@ -40,7 +40,7 @@ class FoundSpan:
     """A dynamic span of the rendered prompt and its source in the request."""
 
     span: DynamicSpan  # offsets in the rendered prompt
-    source: str  # "messages[0] (system)", "tools", "template"
+    source: str  # "messages[0] (system)", "tools", "chat_template_kwargs"
     place: TextPlace | None  # set when the span can be moved (it lies in a static message)
 
 
@@ -106,7 +106,8 @@ def locate_all(
     """Every place ``needle`` comes from, in rendering order: messages before ``before``, tools.
 
     An entry of None is an occurrence in earlier conversation turns (history, not an error); a
-    source with no place cannot be moved by editing a static message (tools, the template).
+    source with no place cannot be moved by editing a static message (tools, template kwargs).
+    Empty: the template wrote the text itself.
     """
     found: list[tuple[str, TextPlace | None] | None] = []
     for i, message in enumerate(request.messages[:before]):
@@ -119,6 +120,10 @@ def locate_all(
                 at = text.find(needle, at + len(needle))
     if request.tools and needle in json.dumps(request.tools, ensure_ascii=False):
         found.append(("tools", None))
+    if request.template_kwargs and needle in json.dumps(
+        request.template_kwargs, ensure_ascii=False
+    ):
+        found.append(("chat_template_kwargs", None))
     return found
 
 
@@ -140,7 +145,11 @@ def analyse(renderer: TemplateRenderer, request: ChatRequest) -> RenderedRequest
         places = locate_all(request, span.text, before)
         nth = seen.get(span.text, 0)
         seen[span.text] = nth + 1
-        where = places[min(nth, len(places) - 1)] if places else ("template", None)
+        # Text the template writes itself is the same for every request, unless it reads the
+        # clock: that is reported on its own (template-clock), not as message content.
+        if not places:
+            continue
+        where = places[min(nth, len(places) - 1)]
         if where is not None:
             found.append(FoundSpan(span, where[0], where[1]))
     return RenderedRequest(request, text, static_chars, tuple(found))

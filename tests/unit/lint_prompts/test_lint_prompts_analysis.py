@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -254,3 +255,52 @@ def test_the_checkpoint_model_reuses_only_from_user_message_starts(
         )
     ]
     assert min(gap) == 4 and max(gap) <= 6
+
+
+def test_a_clean_log_has_no_findings_and_nothing_left_to_gain(
+    template: Load, tokens: PromptTokens
+) -> None:
+    system = "You are a support assistant. Answer briefly and politely. " * 5
+    requests = [
+        chat(system, f"Question number {word}?", i)
+        for i, word in enumerate(("one", "two", "three"), 1)
+    ]
+    analysis = lint_prompts(requests, template("llama_server_chatml"), tokens)
+    assert findings(analysis, tokens) == []
+    assert analysis.saved_tokens == 0
+    assert analysis.before.hit_rate_ideal > 0.5
+
+
+def test_a_date_inside_a_tool_definition_is_found_with_the_tools_fix(
+    template: Load, tokens: PromptTokens
+) -> None:
+    def tool(day: str) -> dict[str, object]:
+        return {
+            "type": "function",
+            "function": {
+                "name": "bookings",
+                "description": f"Bookings from 2026-03-{day} 09:00 on.",
+            },
+        }
+
+    requests = [chat("S.", "Q1", 1, [tool("15")]), chat("S.", "Q2", 2, [tool("16")])]
+    analysis = lint_prompts(requests, template("llama3_2"), tokens)
+    (finding,) = [f for f in findings(analysis, tokens) if f.rule == "prompts/dynamic-prefix"]
+    assert "in tools" in finding.message
+    assert "tool definitions" in finding.fix
+    # Tools cannot be edited by the move: the replay after the fixes gains nothing there.
+    assert analysis.after.cached_ideal == analysis.before.cached_ideal
+
+
+def test_a_time_passed_in_chat_template_kwargs_is_found_with_the_kwargs_fix(
+    template: Load, tokens: PromptTokens
+) -> None:
+    requests = [
+        replace(chat("S.", f"Q{i}", i), template_kwargs={"date_string": f"15 Mar 2026 14:2{i}"})
+        for i in range(1, 3)
+    ]
+    analysis = lint_prompts(requests, template("llama3_2"), tokens)
+    assert analysis.clock is None  # date_string given: the template does not read the clock
+    (finding,) = findings(analysis, tokens)
+    assert "in chat_template_kwargs" in finding.message
+    assert finding.fix.startswith("pass a value that changes rarely")
