@@ -39,10 +39,11 @@ def print_doctor(report: DoctorReport, console: Console | None = None) -> None:
     )
     out.print()
     if report.healthy:
+        ran = ", ".join(s.name for s in report.steps if s.status == "ok")
         out.print(
             Panel(
-                "No finding: the stream arrives as produced, the cache reuses prefixes, "
-                "and load levels behave. A clean bill of health for what was measured.",
+                f"No finding in the steps that ran ({ran}): a clean bill of health for what "
+                "was measured. The numbers behind it are below.",
                 title="healthy",
                 style="green",
             )
@@ -63,6 +64,13 @@ def print_doctor(report: DoctorReport, console: Console | None = None) -> None:
             step.summary or "; ".join(step.notes[:1]),
         )
     out.print(table)
+    measured = [s for s in report.steps if s.evidence]
+    if measured:
+        out.print("[bold]Measured:[/bold]")
+        for step in measured:
+            out.print(f"  [bold]{step.name}[/bold]")
+            for evidence in step.evidence[:8]:
+                out.print(f"    {evidence.text()}")
     notes = [(s.name, n) for s in report.steps for n in s.notes]
     if notes:
         out.print("[bold]What doctor could not see, and why:[/bold]")
@@ -92,7 +100,13 @@ def doctor_markdown(report: DoctorReport) -> str:
         ]
     lines += ["## Steps", "", "| step | status | seconds | summary |", "| --- | --- | ---: | --- |"]
     for s in report.steps:
-        lines.append(f"| {s.name} | {s.status} | {s.seconds:.1f} | {s.summary} |")
+        summary = s.summary or "; ".join(s.notes[:1])
+        lines.append(f"| {s.name} | {s.status} | {s.seconds:.1f} | {summary} |")
+    measured = [s for s in report.steps if s.evidence]
+    if measured:
+        lines += ["", "## Measured", ""]
+        for step in measured:
+            lines += [f"- **{step.name}**", *[f"  - {e.text()}" for e in step.evidence]]
     notes = [f"- {s.name}: {n}" for s in report.steps for n in s.notes]
     if notes:
         lines += ["", "## Not seen", "", *notes]
