@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 python -m pip install -q --disable-pip-version-check -e ".[all]"
-exec ttft serve --check "$@"
+exec ttft doctor "$@"
