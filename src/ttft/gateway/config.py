@@ -69,6 +69,9 @@ class ModelConfig:
     chat_template: str = "auto"  # "auto" (llama.cpp /props), or a .jinja / tokenizer_config.json
     tokenizer: str | None = None  # a tokenizer.json: prompts go upstream as token ids
     hygiene: bool = False  # move dynamic content out of the system prompt (changes the prompt)
+    # llama.cpp: before pre-rendering, check that /v1/completions reuses a shared prefix (it does
+    # not for sliding-window models without --swa-full; then chat requests go to /chat).
+    check_prefix_reuse: bool = True
 
 
 @dataclass(frozen=True)

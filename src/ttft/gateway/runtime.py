@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -260,10 +261,45 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
         if expected != mine or fast != mine:
             return (f"disabled (the template rendered here differs from {answer[0].name}'s "
                     "POST /apply-template on a probe conversation)")
+        if model.check_prefix_reuse:
+            reuse = await _completions_reuse_prefix(answer[0])
+            if reuse is None:
+                return None
+            if not reuse:
+                return (f"disabled ({answer[0].name} does not reuse a shared prefix on its "
+                        "completions endpoint, only on its chat endpoint: a sliding-window "
+                        "model served without --swa-full; start llama-server with --swa-full "
+                        "to pre-render)")
     runtime.prerenderer = pre
     if tokenizer is None and llama:
         pre.on_new_frame = lambda frame: _count_prefix_later(runtime, frame)
     return "on"
+
+
+async def _completions_reuse_prefix(replica: Replica) -> bool | None:
+    """Does the engine reuse a shared prompt prefix on ``/v1/completions``? None: no answer.
+
+    llama-server restores a sliding-window model's cache only at checkpoints, and (without
+    ``--swa-full``) sets one at the last user message of chat requests only: two completions
+    that share a prefix then reuse nothing. Two short prompts tell.
+    """
+    shared = f"ttft gateway prefix probe {uuid.uuid4().hex}: " + " ".join(
+        f"item {i} is on shelf {i % 7}." for i in range(24))
+    cached = 0
+    # Tails as long as a user question: an engine may keep a checkpoint a few tokens before
+    # the end of each prompt, which a one-word difference would still hit.
+    tails = [" Question: " + " ".join(f"{w}{i}" for i in range(16)) + "?" for w in ("a", "b")]
+    for tail in tails:
+        body = {"prompt": shared + tail, "max_tokens": 1, "temperature": 0, "cache_prompt": True}
+        try:
+            status, raw = await fetch(replica, "POST", "/v1/completions", body, timeout_s=60)
+            if status != 200:
+                return None
+            timings = json.loads(raw).get("timings") or {}
+        except (RequestFailed, TimeoutError, OSError, ValueError, AttributeError):
+            return None
+        cached = int(timings.get("cache_n", 0) or 0)
+    return cached >= 64  # the shared part is ~200 tokens
 
 
 async def _first_json(
