@@ -11,6 +11,7 @@ string, or from a shell script / Dockerfile line, in which case each token keeps
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -113,8 +114,8 @@ def tokens_from_text(text: str, first_line: int | None = None) -> list[Token]:
 
 
 _LAUNCHER = re.compile(
-    r"(^|/)(vllm|llama-server(\.exe)?|sglang)$|vllm\.entrypoints|sglang\.launch_server|"
-    r"vllm-openai|llama\.cpp:server"
+    r"(^|[\s/\"'])(vllm\s+serve|sglang\s+serve|llama-server(\.exe)?)\b|vllm\.entrypoints|"
+    r"sglang\.launch_server|vllm-openai|llama\.cpp:(full-|light-)?server"
 )
 
 
@@ -136,14 +137,31 @@ def command_from_file(path: Path) -> tuple[list[Token], str]:
             block.append(lines[i])
         i += 1
         joined = " ".join(block)
-        if _LAUNCHER.search(joined.replace("\\", " ")) and not joined.lstrip().startswith("#"):
-            # Dockerfile instructions and `exec` are not part of the engine's command line.
-            first = re.sub(r"^\s*(RUN|CMD|ENTRYPOINT|exec)\s+", "", block[0])
-            return tokens_from_text("\n".join([first, *block[1:]]), start + 1), str(path)
+        stripped = joined.lstrip()
+        if stripped.startswith("#") or re.match(r"(?i)FROM\s", stripped):
+            continue  # a comment, or the base image of a Dockerfile
+        if not _LAUNCHER.search(re.sub(r"[\\\",\[\]]", " ", joined)):  # also JSON arrays
+            continue
+        # Dockerfile instructions and `exec` are not part of the engine's command line.
+        first = re.sub(r"^\s*(RUN|CMD|ENTRYPOINT|exec)\s+", "", block[0])
+        if first.lstrip().startswith("["):  # Dockerfile exec form: a JSON array
+            return _json_form(first, block[1:], start + 1, path), str(path)
+        return tokens_from_text("\n".join([first, *block[1:]]), start + 1), str(path)
     raise TtftError(
         f"{path}: no vllm, sglang or llama-server command found",
         "pass the command line after -- instead",
     )
+
+
+def _json_form(first: str, rest: list[str], line: int, path: Path) -> list[Token]:
+    text = " ".join([first, *rest]).replace("\\", " ")
+    try:
+        words = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TtftError(f"{path}:{line}: not a valid JSON array ({exc.msg})") from None
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        raise TtftError(f"{path}:{line}: the exec form must be a JSON array of strings")
+    return [Token(w, i, line) for i, w in enumerate(words)]
 
 
 # --- detecting the engine -------------------------------------------------------------------

@@ -199,7 +199,7 @@ def rule_slot_context(cmd: EngineCommand, opts: EngineLintOptions) -> list[Findi
         finding_at(
             cmd,
             "llamacpp/slot-context",
-            Severity.WARNING,
+            Severity.WARNING if per_slot < 2048 else Severity.INFO,
             "Little context per slot",
             f"-c {ctx} shared by -np {slots} slots leaves {per_slot} tokens per request; a "
             "longer prompt plus its answer is rejected with HTTP 400.",

@@ -166,6 +166,9 @@ def run_nginx(
         raise TtftError(f"upstream URL needs a host and a port: {upstream_url!r}")
     with tempfile.TemporaryDirectory(prefix="ttft-nginx-") as tmp:
         prefix = Path(tmp)
+        # Started as root, nginx's workers run as an unprivileged user that must reach the
+        # prefix's temp and cache directories (nginx chowns those, not their parent).
+        prefix.chmod(0o755)
         port = free_loopback_port()
         values = {
             "listen": f"127.0.0.1:{port}",
