@@ -7,7 +7,9 @@ error (plus the kernel's loopback delivery). Three clients, run one after the ot
 warm-up round first (connections opened), the same request bodies and the same closed loop of
 ``concurrency`` workers:
 
-- ttft: ``ttft.client.StreamingClient`` (its own HTTP/1.1 on asyncio; stamps at the socket read);
+- ttft: ``ttft.client.StreamingClient`` (its own HTTP/1.1 on asyncio), reads stamped with the
+  kernel's receive time (``SO_TIMESTAMPNS``); ttft-read: the same client stamping each read when
+  Python reads it (``kernel_timestamps=False``), to show what the design alone gives;
 - httpx: the article's script style: ``httpx.AsyncClient()`` with its default pool limits
   (max_connections=100), ``client.stream("POST", ...)``, ``aiter_lines()``, the first ``data:``
   line with content timed with ``time.perf_counter_ns()``;
@@ -94,9 +96,11 @@ def has_content(payload: str) -> bool:
 # -- the three clients ----------------------------------------------------------------------
 
 
-async def run_ttft(base_url: str, bodies: list[dict[str, Any]], concurrency: int) -> list[Result]:
+async def run_ttft(
+    base_url: str, bodies: list[dict[str, Any]], concurrency: int, kernel: bool = True
+) -> list[Result]:
     anchor = RunAnchor.now()
-    async with StreamingClient(base_url) as client:
+    async with StreamingClient(base_url, kernel_timestamps=kernel) as client:
         async def one(body: dict[str, Any]) -> Result:
             record = RequestRecord(body["ttft_tag"])
             record.scheduled_ns = _clock() - anchor.monotonic_ns
@@ -163,7 +167,15 @@ async def run_aiohttp(
         return await closed_loop(bodies, concurrency, one)
 
 
-CLIENTS: dict[str, Runner] = {"ttft": run_ttft, "httpx": run_httpx, "aiohttp": run_aiohttp}
+async def run_ttft_read_time(
+    base_url: str, bodies: list[dict[str, Any]], concurrency: int
+) -> list[Result]:
+    return await run_ttft(base_url, bodies, concurrency, kernel=False)
+
+
+CLIENTS: dict[str, Runner] = {
+    "ttft": run_ttft, "ttft-read": run_ttft_read_time, "httpx": run_httpx, "aiohttp": run_aiohttp,
+}
 
 
 # -- measuring ------------------------------------------------------------------------------
@@ -267,7 +279,7 @@ def main() -> None:
     parser.add_argument("--timing-requests", type=int, default=768,
                         help="requests per timing run at high concurrency (100 at concurrency 1)")
     parser.add_argument("--reps", type=int, default=1, help="repetitions, clients interleaved")
-    parser.add_argument("--clients", default="ttft,httpx,aiohttp")
+    parser.add_argument("--clients", default="ttft,ttft-read,httpx,aiohttp")
     args = parser.parse_args()
     names = args.clients.split(",")
     script = Script(first_token_delay_ms=args.first_token_ms, n_tokens=args.tokens,
@@ -296,28 +308,28 @@ def main() -> None:
           f"{args.tokens} tokens every {args.interval_ms:g} ms; {os.cpu_count()} CPUs, "
           f"load average {load:.2f}; {args.reps} rep(s)")
     print("timing error = client's first-token stamp - server's write time of that token\n")
-    print(f"{'client':8} {'conc':>5} {'n':>5} {'err p50 ms':>11} {'err p99 ms':>11} "
+    print(f"{'client':9} {'conc':>5} {'n':>5} {'err p50 ms':>11} {'err p99 ms':>11} "
           f"{'TTFT p50 ms':>12} {'TTFT p99 ms':>12} {'failed':>7}")
     for concurrency in (1, 256):
         for name in names:
             rows = timing[(name, concurrency)]
             med = {f: statistics.median(getattr(r, f) for r in rows)
                    for f in ("err_p50", "err_p99", "ttft_p50", "ttft_p99")}
-            print(f"{name:8} {concurrency:>5} {sum(r.n for r in rows):>5} "
+            print(f"{name:9} {concurrency:>5} {sum(r.n for r in rows):>5} "
                   f"{med['err_p50']:>11.3f} {med['err_p99']:>11.3f} "
                   f"{med['ttft_p50']:>12.2f} {med['ttft_p99']:>12.2f} "
                   f"{sum(r.failed for r in rows):>7}")
     print(f"\nsustained rate: {args.requests} requests, first token after 1 ms, 16 tokens\n")
-    print(f"{'client':8} {'conc':>5} {'req/s':>8} {'CPU us/req':>11} {'failed':>7}")
+    print(f"{'client':9} {'conc':>5} {'req/s':>8} {'CPU us/req':>11} {'failed':>7}")
     for concurrency in (64, 256):
         for name in names:
             rate = statistics.median(rates[(name, concurrency)])
             cpu_us = statistics.median(cpu[(name, concurrency)])
-            print(f"{name:8} {concurrency:>5} {rate:>8.0f} {cpu_us:>11.0f} "
+            print(f"{name:9} {concurrency:>5} {rate:>8.0f} {cpu_us:>11.0f} "
                   f"{rate_failed[(name, concurrency)]:>7}")
     if "ttft" in names:
         print()
-        for other in (n for n in names if n != "ttft"):
+        for other in (n for n in names if n not in ("ttft", "ttft-read")):
             parts = []
             for concurrency in (64, 256):
                 ratio = (statistics.median(rates[("ttft", concurrency)])

@@ -1,145 +1,19 @@
-"""Connections on asyncio's Protocol API, and a keep-alive pool with no cap of its own.
-
-Timestamps: ``data_received`` runs straight from the event loop's select, so the clock is read
-before any task switch (a stream reader would stamp bytes only once its task was woken). And it
-does nothing else: it stamps the read and queues it in the pool's ``_Inbox``; parsing happens in
-one callback after every socket of that select has been stamped. Token streams are bursty (an
-engine emits a token to every running stream at each decode step): parsing each read where it
-arrives would stamp the 256th stream of a burst only after 255 parses, milliseconds late.
-"""
+"""A keep-alive pool of connections to one origin, with no cap of its own."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
 import ssl
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ttft.client import errors
+from ttft.client.connection import Connection, Inbox, ProtocolConnection, TcpConnection
 from ttft.client.errors import RequestFailed
 from ttft.client.http import ResponseParser
-
-_clock = time.perf_counter_ns
-
-
-class _Inbox:
-    """Stamped reads waiting to be parsed, in arrival order, across a pool's connections."""
-
-    __slots__ = ("_items", "_scheduled")
-
-    def __init__(self) -> None:
-        self._items: list[tuple[_Connection, bytes | None, int, str]] = []
-        self._scheduled = False
-
-    def put(self, conn: _Connection, data: bytes | None, t_ns: int, reason: str = "") -> None:
-        """Queue a read (``data``) or the peer's close (``None``) stamped ``t_ns``."""
-        self._items.append((conn, data, t_ns, reason))
-        if not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._drain)
-
-    def _drain(self) -> None:
-        self._scheduled = False
-        items, self._items = self._items, []
-        for conn, data, t_ns, reason in items:
-            if data is None:
-                conn._process_close(t_ns, reason)
-            else:
-                conn._process(data, t_ns)
-
-
-class _Connection(asyncio.Protocol):
-    """One TCP (or TLS) connection carrying one request at a time."""
-
-    def __init__(self, inbox: _Inbox) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.closed = False
-        self.requests = 0
-        self._inbox = inbox
-        self._parser: ResponseParser | None = None
-        self._waiter: asyncio.Future[bool] | None = None
-
-    # -- asyncio callbacks: stamp and queue, nothing more -------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self._inbox.put(self, data, _clock())
-
-    def eof_received(self) -> bool:
-        self.closed = True
-        self._inbox.put(self, None, _clock())
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self._inbox.put(self, None, _clock(), str(exc) if exc else "")
-
-    # -- parsing, from the inbox -------------------------------------------------------------
-
-    def _process(self, data: bytes, t_ns: int) -> None:
-        parser = self._parser
-        if parser is None:
-            self.abort()  # bytes nobody asked for: the connection cannot be trusted any more
-            return
-        try:
-            over = parser.feed(data, t_ns)
-        except Exception as exc:  # a malformed response, or a bug: wake the request with it
-            self._fail(exc)
-            return
-        if over:
-            self._settle(parser.reusable and not parser.stopped)
-
-    def _process_close(self, t_ns: int, reason: str) -> None:
-        parser = self._parser
-        if parser is None:
-            return
-        try:
-            parser.eof(t_ns, reason)
-        except Exception as exc:
-            self._fail(exc)
-            return
-        self._settle(False)
-
-    # -- used by the pool ------------------------------------------------------------------
-
-    def start(self, parser: ResponseParser, payload: bytes, on_sent: Callable[[int], None]) -> (
-        asyncio.Future[bool]
-    ):
-        assert self.transport is not None
-        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        if self.closed or self.transport.is_closing():
-            raise RequestFailed(errors.DISCONNECT, "the connection was closed before sending")
-        self._parser = parser
-        self._waiter = waiter
-        self.requests += 1
-        on_sent(_clock())
-        self.transport.write(payload)
-        return waiter
-
-    def abort(self) -> None:
-        self.closed = True
-        self._parser = None
-        if self.transport is not None:
-            self.transport.abort()
-
-    def _settle(self, reusable: bool) -> None:
-        waiter, self._waiter, self._parser = self._waiter, None, None
-        if not reusable:
-            self.abort()
-        if waiter is not None and not waiter.done():
-            waiter.set_result(reusable)
-
-    def _fail(self, exc: BaseException) -> None:
-        waiter, self._waiter, self._parser = self._waiter, None, None
-        self.abort()
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(exc)
 
 
 @dataclass(slots=True)
@@ -148,6 +22,7 @@ class PoolStats:
 
     opened: int = 0
     reused: int = 0
+    kernel_stamped: int = 0  # opened connections whose reads carry the kernel's arrival time
     idle: int = 0
     in_use: int = 0
     peak_in_use: int = 0
@@ -168,16 +43,18 @@ class ConnectionPool:
         ssl_context: ssl.SSLContext | None = None,
         connect_timeout_s: float | None = 10.0,
         max_connections: int | None = None,
+        kernel_timestamps: bool = True,
     ) -> None:
         self.host = host
         self.port = port
         self._ssl = ssl_context
         self._connect_timeout_s = connect_timeout_s
-        self._idle: deque[_Connection] = deque()
-        self._all: set[_Connection] = set()
-        self._addresses: list[tuple[str, int]] | None = None
+        self._kernel_timestamps = kernel_timestamps
+        self._idle: deque[Connection] = deque()
+        self._all: set[Connection] = set()
+        self._addresses: list[tuple[int, tuple[Any, ...]]] | None = None
         self._limit = asyncio.Semaphore(max_connections) if max_connections else None
-        self._inbox = _Inbox()
+        self._inbox = Inbox()
         self._closed = False
         self.stats = PoolStats()
 
@@ -217,12 +94,12 @@ class ConnectionPool:
             raise
         self._release(conn, reusable)
 
-    async def _acquire(self, fresh: bool = False) -> tuple[_Connection, bool]:
+    async def _acquire(self, fresh: bool = False) -> tuple[Connection, bool]:
         if self._closed:
             raise RequestFailed(errors.CANCELLED, "the client was closed")
         while self._idle and not fresh:
             conn = self._idle.pop()  # the most recently used: least likely to have timed out
-            if conn.closed or conn.transport is None or conn.transport.is_closing():
+            if conn.closed:
                 self._all.discard(conn)
                 continue
             self.stats.reused += 1
@@ -231,6 +108,7 @@ class ConnectionPool:
         conn = await self._connect()
         self._all.add(conn)
         self.stats.opened += 1
+        self.stats.kernel_stamped += conn.kernel_stamps
         self._mark_in_use()
         return conn, False
 
@@ -240,7 +118,7 @@ class ConnectionPool:
         stats.idle = len(self._idle)
         stats.peak_in_use = max(stats.peak_in_use, stats.in_use)
 
-    def _release(self, conn: _Connection, reusable: bool) -> None:
+    def _release(self, conn: Connection, reusable: bool) -> None:
         self.stats.in_use -= 1
         if reusable and not conn.closed and not self._closed:
             self._idle.append(conn)
@@ -249,23 +127,28 @@ class ConnectionPool:
             self._all.discard(conn)
         self.stats.idle = len(self._idle)
 
-    def _discard(self, conn: _Connection) -> None:
+    def _discard(self, conn: Connection) -> None:
         conn.abort()
         self.stats.in_use -= 1
         self._all.discard(conn)
 
-    async def _connect(self) -> _Connection:
+    async def _connect(self) -> Connection:
         loop = asyncio.get_running_loop()
         addresses = await self._resolve()
         last: OSError | None = None
-        for ip, port in addresses:
+        for family, address in addresses:
             try:
                 async with asyncio.timeout(self._connect_timeout_s):
+                    if self._ssl is None and hasattr(loop, "add_reader"):
+                        return await TcpConnection.open(
+                            family, address, self._inbox, self._kernel_timestamps
+                        )
                     _, conn = await loop.create_connection(
-                        lambda: _Connection(self._inbox), ip, port, ssl=self._ssl,
+                        lambda: ProtocolConnection(self._inbox), address[0], address[1],
+                        ssl=self._ssl,
                         server_hostname=self.host if self._ssl is not None else None,
                     )
-                return conn
+                    return conn
             except TimeoutError:
                 raise RequestFailed(
                     errors.TIMEOUT,
@@ -278,7 +161,7 @@ class ConnectionPool:
             errors.CONNECT, f"could not connect to {self.host}:{self.port}: {detail}"
         )
 
-    async def _resolve(self) -> list[tuple[str, int]]:
+    async def _resolve(self) -> list[tuple[int, tuple[Any, ...]]]:
         # Resolved once per pool: a name lookup per new connection would put the resolver's
         # latency into the first requests of every burst.
         if self._addresses is None:
@@ -289,11 +172,11 @@ class ConnectionPool:
                 raise RequestFailed(
                     errors.CONNECT, f"could not resolve {self.host}: {exc.strerror or exc}"
                 ) from None
-            seen: list[tuple[str, int]] = []
-            for info in infos:
-                address = (str(info[4][0]), int(info[4][1]))
-                if address not in seen:
-                    seen.append(address)
+            seen: list[tuple[int, tuple[Any, ...]]] = []
+            for family, _, _, _, sockaddr in infos:
+                entry = (int(family), tuple(sockaddr))  # IPv6 addresses have 4 fields
+                if entry not in seen:
+                    seen.append(entry)
             self._addresses = seen
         return self._addresses
 

@@ -137,6 +137,8 @@ class StreamingClient:
     paths are ``/v1/chat/completions`` and ``/v1/completions`` below the root. ``headers`` replace
     same-named defaults (``Accept-Encoding: identity`` unless you ask for ``gzip``).
     ``max_connections=None`` sets no cap: one connection per concurrent request.
+    ``kernel_timestamps`` (Linux, plain http): stamp each read with the time the kernel received
+    it rather than the time Python read it; off, reads are stamped in the read callback.
     """
 
     def __init__(
@@ -151,6 +153,7 @@ class StreamingClient:
         max_connections: int | None = None,
         require_done: bool = True,
         verify_tls: bool = True,
+        kernel_timestamps: bool = True,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -194,7 +197,7 @@ class StreamingClient:
                 context.verify_mode = ssl.CERT_NONE
         self._pool = ConnectionPool(
             host, port, ssl_context=context, connect_timeout_s=connect_timeout_s,
-            max_connections=max_connections,
+            max_connections=max_connections, kernel_timestamps=kernel_timestamps,
         )
 
     @property
