@@ -16,9 +16,12 @@ warm-up round first (connections opened), the same request bodies and the same c
 - aiohttp: like vLLM's serving benchmark: ``aiohttp.ClientSession`` over a ``TCPConnector(limit=0)``
   reading ``response.content`` line by line, timed with ``time.perf_counter_ns()``.
 
-Phase 1, timing error: first token after 20 ms then 16 tokens every 2 ms (``--interval-ms``),
-at concurrency 1 and 256. Reported: error = client stamp - server write (p50/p99) and TTFT as the
-client saw it (first token - request start), which also shows any queueing inside the client.
+Phase 1, timing error: first token after 20 ms, then 16 tokens every 2 ms at concurrency 1;
+every 20 ms at concurrency 256 (50 tokens/s per stream, an engine's decode pace); and every 2 ms
+at 256 as a saturation case (128k tokens/s: more than two shared cores move through Python on
+both ends, so it measures how each client degrades). Reported: error = client stamp - server
+write (p50/p99), and TTFT as the client saw it (first token - request start), which also shows
+any queueing inside the client (httpx's pool of 100).
 Phase 2, sustained rate: 2000 requests with tiny delays (first token after 1 ms, 16 tokens at
 once) at concurrency 64 and 256: requests per second, and the client process's CPU time per
 request (steadier than the rate on a shared machine). The table ends with ttft/httpx and
@@ -215,7 +218,6 @@ def quantile(values: list[float], q: float) -> float:
 @dataclass
 class TimingRow:
     client: str
-    concurrency: int
     n: int
     err_p50: float
     err_p99: float
@@ -224,11 +226,23 @@ class TimingRow:
     failed: int
 
 
-def timing_phase(server: ServerProcess, name: str, concurrency: int, n: int) -> TimingRow:
-    bodies = make_bodies(n)
+@dataclass(frozen=True)
+class TimingCase:
+    label: str
+    concurrency: int
+    n: int
+    interval_ms: float
+
+
+def timing_phase(
+    server: ServerProcess, name: str, case: TimingCase, first_token_ms: float, tokens: int
+) -> TimingRow:
+    script = {"first_token_delay_ms": first_token_ms, "n_tokens": tokens,
+              "token_interval_ms": case.interval_ms}
+    bodies = make_bodies(case.n, script)
     server.snapshot(clear=True)
     gc.collect()
-    results = asyncio.run(CLIENTS[name](server.base_url, bodies, concurrency))
+    results = asyncio.run(CLIENTS[name](server.base_url, bodies, case.concurrency))
     logs = {log.tag: log for log in server.snapshot(clear=True).logs}
     errs, ttfts, failed = [], [], 0
     for result in results:
@@ -238,7 +252,7 @@ def timing_phase(server: ServerProcess, name: str, concurrency: int, n: int) -> 
             continue
         errs.append((result.first_ns - written) / 1e6)
         ttfts.append((result.first_ns - result.start_ns) / 1e6)
-    return TimingRow(name, concurrency, len(results), quantile(errs, 0.5), quantile(errs, 0.99),
+    return TimingRow(name, len(results), quantile(errs, 0.5), quantile(errs, 0.99),
                      quantile(ttfts, 0.5), quantile(ttfts, 0.99), failed)
 
 
@@ -274,27 +288,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--first-token-ms", type=float, default=20.0)
     parser.add_argument("--tokens", type=int, default=16)
-    parser.add_argument("--interval-ms", type=float, default=2.0)
+    parser.add_argument("--interval-ms", type=float, default=2.0,
+                        help="token interval at concurrency 1 (and the saturated 256 case)")
+    parser.add_argument("--interval-ms-256", type=float, default=20.0,
+                        help="token interval at concurrency 256 (50 tokens/s per stream)")
     parser.add_argument("--requests", type=int, default=2000, help="requests per rate run")
     parser.add_argument("--timing-requests", type=int, default=768,
-                        help="requests per timing run at high concurrency (100 at concurrency 1)")
+                        help="requests per timing run at concurrency 256 (100 at concurrency 1)")
     parser.add_argument("--reps", type=int, default=1, help="repetitions, clients interleaved")
     parser.add_argument("--clients", default="ttft,ttft-read,httpx,aiohttp")
     args = parser.parse_args()
     names = args.clients.split(",")
-    script = Script(first_token_delay_ms=args.first_token_ms, n_tokens=args.tokens,
-                    token_interval_ms=args.interval_ms)
+    cases = [
+        TimingCase(f"1 @{args.interval_ms:g}ms", 1, 100, args.interval_ms),
+        TimingCase(f"256 @{args.interval_ms_256:g}ms", 256, args.timing_requests,
+                   args.interval_ms_256),
+        TimingCase(f"256 @{args.interval_ms:g}ms", 256, args.timing_requests, args.interval_ms),
+    ]
 
-    timing: dict[tuple[str, int], list[TimingRow]] = {}
+    timing: dict[tuple[str, str], list[TimingRow]] = {}
     rates: dict[tuple[str, int], list[float]] = {}
     cpu: dict[tuple[str, int], list[float]] = {}
     rate_failed: dict[tuple[str, int], int] = {}
-    with ServerProcess(script) as server:
+    with ServerProcess(Script()) as server:
         for _ in range(args.reps):
-            for concurrency, n in ((1, 100), (256, args.timing_requests)):
+            for case in cases:
                 for name in names:
-                    row = timing_phase(server, name, concurrency, n)
-                    timing.setdefault((name, concurrency), []).append(row)
+                    row = timing_phase(server, name, case, args.first_token_ms, args.tokens)
+                    timing.setdefault((name, case.label), []).append(row)
             for concurrency in (64, 256):
                 for name in names:
                     rate, cpu_us, failed = rate_phase(server, name, concurrency, args.requests)
@@ -305,17 +326,19 @@ def main() -> None:
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\nscripted server (child process): first token after {args.first_token_ms:g} ms, "
-          f"{args.tokens} tokens every {args.interval_ms:g} ms; {os.cpu_count()} CPUs, "
+          f"then {args.tokens} tokens every <interval>; {os.cpu_count()} CPUs, "
           f"load average {load:.2f}; {args.reps} rep(s)")
-    print("timing error = client's first-token stamp - server's write time of that token\n")
-    print(f"{'client':9} {'conc':>5} {'n':>5} {'err p50 ms':>11} {'err p99 ms':>11} "
+    print("timing error = client's first-token stamp - server's write time of that token")
+    print(f"('256 @{args.interval_ms:g}ms' streams {256 * 1000 / args.interval_ms:,.0f} tokens/s: "
+          "more than this machine's server and client can move, a saturation case)\n")
+    print(f"{'client':9} {'conc @interval':>15} {'n':>5} {'err p50 ms':>11} {'err p99 ms':>11} "
           f"{'TTFT p50 ms':>12} {'TTFT p99 ms':>12} {'failed':>7}")
-    for concurrency in (1, 256):
+    for case in cases:
         for name in names:
-            rows = timing[(name, concurrency)]
+            rows = timing[(name, case.label)]
             med = {f: statistics.median(getattr(r, f) for r in rows)
                    for f in ("err_p50", "err_p99", "ttft_p50", "ttft_p99")}
-            print(f"{name:9} {concurrency:>5} {sum(r.n for r in rows):>5} "
+            print(f"{name:9} {case.label:>15} {sum(r.n for r in rows):>5} "
                   f"{med['err_p50']:>11.3f} {med['err_p99']:>11.3f} "
                   f"{med['ttft_p50']:>12.2f} {med['ttft_p99']:>12.2f} "
                   f"{sum(r.failed for r in rows):>7}")
@@ -338,9 +361,10 @@ def main() -> None:
                 cpu_ratio = (statistics.median(cpu[("ttft", concurrency)])
                              / statistics.median(cpu[(other, concurrency)]))
                 parts.append(f"CPU/req@{concurrency} x{cpu_ratio:.2f}")
-            err = (statistics.median(r.err_p99 for r in timing[("ttft", 256)])
-                   / statistics.median(r.err_p99 for r in timing[(other, 256)]))
-            parts.append(f"err p99@256 x{err:.2f}")
+            label = cases[1].label
+            err = (statistics.median(r.err_p99 for r in timing[("ttft", label)])
+                   / statistics.median(r.err_p99 for r in timing[(other, label)]))
+            parts.append(f"err p99@{label} x{err:.3f}")
             print(f"ttft/{other}: " + ", ".join(parts))
 
 
