@@ -20,6 +20,7 @@ BUDGET_LOW, BUDGET_START, BUDGET_HIGH = 1024, 2048, 4096
 # Above this fraction of GPU memory for weights + KV, a burst leaves no headroom: preemption.
 MEMORY_RISKY = 0.92
 LLAMA_DEFAULT_SLOTS = 4  # -np auto gives 4 slots on the embedded build (DESIGN.md)
+VLLM_DEFAULT_MAX_NUM_SEQS = 256  # the smallest default of recent vLLM (more on large GPUs)
 
 
 @dataclass(frozen=True)
@@ -249,8 +250,11 @@ def rule_concurrency_cap(cmd: EngineCommand, opts: EngineLintOptions) -> list[Fi
     value = parse_count(arg.value) if arg else None
     if cmd.engine == "llamacpp" and (value is None or value < 0):
         value = LLAMA_DEFAULT_SLOTS  # -np unset or -1 (auto)
+    if cmd.engine == "vllm" and value is None:
+        value = VLLM_DEFAULT_MAX_NUM_SEQS
     if value is None:
-        return []
+        return []  # SGLang sizes its default from GPU memory: unknown here
+    implicit = " (the default)" if arg is None else ""
     if value < expected:
         staircase = (
             " On the embedded llama-server, 4 concurrent ~600-token prompts with -np 1 got "
@@ -258,7 +262,6 @@ def rule_concurrency_cap(cmd: EngineCommand, opts: EngineLintOptions) -> list[Fi
             if cmd.engine == "llamacpp"
             else " At concurrency 32 the article found queueing to be 45% of TTFT."
         )
-        implicit = " (the default)" if arg is None else ""
         return [
             finding_at(
                 cmd,
@@ -281,7 +284,8 @@ def rule_concurrency_cap(cmd: EngineCommand, opts: EngineLintOptions) -> list[Fi
                 rule,
                 Severity.INFO,
                 "Concurrency cap far above the expected load",
-                f"{spelled} {value} with {expected} expected: a burst is admitted all at once, "
+                f"{spelled} {value}{implicit} with {expected} expected: a burst is admitted all "
+                "at once, "
                 "and admitted requests share prefill and KV cache instead of queueing. The "
                 "article saw p99 TTFT go from 800 ms to 4 s when raising the cap from 64 to "
                 "256, and chose 64 for p99 < 600 ms.",

@@ -251,3 +251,10 @@ def test_engine_under_main(
     assert code == 1 and "vllm/cuda-graphs" in out
     code, _, err = run_main(monkeypatch, capsys, "lint", "engine", "--", "mystery-server")
     assert code == 2 and "cannot tell which engine" in err
+
+
+def test_missing_crossplane_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the optional parser installed, the message says which extra to install."""
+    monkeypatch.setitem(sys.modules, "crossplane", None)
+    code, _, err = run("lint", "nginx", CLEAN)
+    assert code == 2 and "pip install 'ttft[lint]'" in err

@@ -314,3 +314,11 @@ def test_context_per_slot() -> None:
 def test_kv_offload_off_only_matters_on_gpu() -> None:
     assert rule(lint(LLAMA_OK + " -nkvo"), "llamacpp/kv-offload")
     assert rule(lint(LLAMA_OK + " -nkvo", gpu=False), "llamacpp/kv-offload") == []
+
+
+def test_vllm_default_cap_far_above_a_small_load_is_info() -> None:
+    """Unset --max-num-seqs is vLLM's default (256 or more): the article's 64 -> 256 lesson."""
+    text = VLLM_OK.replace("--max-num-seqs 64", "")
+    found = rule(lint(text, expected=32), "vllm/concurrency-cap")
+    assert [f.severity for f in found] == [Severity.INFO] and "(the default)" in found[0].message
+    assert rule(lint(text, expected=128), "vllm/concurrency-cap") == []
