@@ -180,7 +180,8 @@ class _Connection(asyncio.Protocol):
         self._request_started_ns = 0
         self._task: asyncio.Task[None] | None = None
         self._response: Response | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._deadline: float | None = None
+        self._on_deadline: Callable[[], None] | None = None
         self._reading_paused = False
         self._refused = False
 
@@ -196,6 +197,7 @@ class _Connection(asyncio.Protocol):
                               "too_many_connections")
             self._refused = True
             transport.write(_plain_head(503, len(body), close=True) + body)
+            self.server._lingering.add(self)
             self._linger()
             return
         self._arm(self.server.idle_timeout_s, self._idle_expired)
@@ -347,21 +349,27 @@ class _Connection(asyncio.Protocol):
     # -- timers and closing -------------------------------------------------------------
 
     def _arm(self, delay_s: float, callback: Callable[[], None]) -> None:
-        self._disarm()
-        self._timer = asyncio.get_running_loop().call_later(delay_s, callback)
+        # A deadline the server's sweeper checks, not a timer per request: arming and
+        # disarming twice per request would cost more than the request's own parsing.
+        self._deadline = self.server.now() + delay_s
+        self._on_deadline = callback
 
     def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._deadline = None
+        self._on_deadline = None
+
+    def sweep(self, now: float) -> None:
+        if self._deadline is not None and now >= self._deadline:
+            callback = self._on_deadline
+            self._deadline = self._on_deadline = None
+            if callback is not None:
+                callback()
 
     def _idle_expired(self) -> None:
-        self._timer = None
         if self._task is None and not self._buf:
             self.close_after_write()
 
     def _read_expired(self) -> None:
-        self._timer = None
         if self._task is None:
             self._refuse(408, f"the request did not arrive within {self.server.read_timeout_s} s",
                          "request_timeout")
@@ -450,6 +458,10 @@ class HttpServer:
         self.connections: set[_Connection] = set()
         self.refused_connections = 0
         self._server: asyncio.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        # Refused over the connection limit: not counted, but still closed on time.
+        self._lingering: set[_Connection] = set()
         self.host = ""
         self.port = 0
 
@@ -462,9 +474,26 @@ class HttpServer:
 
     def _closed(self, conn: _Connection) -> None:
         self.connections.discard(conn)
+        self._lingering.discard(conn)
+
+    def now(self) -> float:
+        return self._loop.time() if self._loop is not None else 0.0
+
+    async def _sweep(self) -> None:
+        """Close connections whose deadline passed (read, idle, linger), a few times a second."""
+        period = max(0.01, min(0.5, self.read_timeout_s / 4, self.idle_timeout_s / 4))
+        while True:
+            await asyncio.sleep(period)
+            now = self.now()
+            for conn in list(self.connections):
+                conn.sweep(now)
+            for conn in list(self._lingering):
+                conn.sweep(now)
 
     async def start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._sweeper = loop.create_task(self._sweep())
         # A deep backlog: a burst of hundreds of clients must not meet SYN retransmits.
         self._server = await loop.create_server(
             lambda: _Connection(self), host, port, backlog=4096, reuse_address=True
@@ -473,6 +502,11 @@ class HttpServer:
         self.host, self.port = str(sock[0]), int(sock[1])
 
     async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(Exception):

@@ -193,18 +193,27 @@ class UpstreamPool:
         waiter = conn.start(parser, payload)
         if on_connection is not None:
             on_connection(conn)
+        loop = asyncio.get_running_loop()
         limit_ns = int(self.idle_timeout_s * 1e9)
-        while True:
-            # One timer per idle period, not one per read: silence is checked, not every byte.
-            done, _ = await asyncio.wait((waiter,), timeout=self.idle_timeout_s)
-            if done:
-                return waiter.result()
-            if _clock() - conn.last_rx_ns >= limit_ns:
-                conn.abort()
-                raise RequestFailed(
+
+        timers: list[asyncio.TimerHandle] = []
+
+        def watchdog() -> None:
+            # One timer per idle period, re-armed from the last read: no work per byte.
+            silent_ns = _clock() - conn.last_rx_ns
+            if silent_ns >= limit_ns:
+                conn._fail(RequestFailed(
                     errors.TIMEOUT,
                     f"{self.host}:{self.port} sent nothing for {self.idle_timeout_s:.0f} s",
-                )
+                ))
+            else:
+                timers[0] = loop.call_later((limit_ns - silent_ns) / 1e9, watchdog)
+
+        timers.append(loop.call_later(self.idle_timeout_s, watchdog))
+        try:
+            return await waiter
+        finally:
+            timers[0].cancel()
 
     async def _acquire(self, fresh: bool = False) -> tuple[UpstreamConnection, bool]:
         if self._closed:

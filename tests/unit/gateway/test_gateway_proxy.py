@@ -304,3 +304,19 @@ def test_upstream_urls_with_a_path_prefix_keep_it(engine_path: str) -> None:
             gateway_for([up.base_url + engine_path]) as gw:
         r = httpx.post(gw.url + "/v1/completions", json={"model": "m", "prompt": "x"})
     assert r.status_code == 200  # ".../v1" was taken as the server root, not doubled
+
+
+def test_a_silent_upstream_times_out_with_504_or_an_error_event(
+    chat_body: dict[str, Any],
+) -> None:
+    limits = {"upstream_idle_timeout_s": 0.3}
+    with scripted(headers_delay_ms=3000) as up, gateway_for([up.base_url], limits=limits) as gw:
+        started = time.monotonic()
+        r = httpx.post(gw.url + "/v1/chat/completions", json=chat_body, timeout=10)
+        assert r.status_code == 504 and time.monotonic() - started < 2
+        assert "sent nothing" in r.json()["error"]["message"]
+    with scripted(first_token_delay_ms=3000) as up, gateway_for([up.base_url], limits=limits) as gw:
+        r = httpx.post(gw.url + "/v1/chat/completions", json=chat_body, timeout=10)
+        assert r.status_code == 200  # the head and the role chunk came, then silence
+        error = json.loads(sse_payloads(r.text)[-1])["error"]
+        assert error["code"] == "upstream_error" and "sent nothing" in error["message"]
