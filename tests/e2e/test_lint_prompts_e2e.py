@@ -147,12 +147,15 @@ def test_lint_predicts_the_cached_tokens_the_server_measures_before_and_after_th
         # Rendering and tokenization are the server's: every prompt has exactly its length.
         assert [c + p for c, p in measured] == sim.prompt_tokens
         cached = [c for c, _ in measured]
-        for got, want, want_ideal in zip(
-            cached, sim.cached_ideal, ideal_sim.cached_ideal, strict=True
+        for index, (got, want, want_ideal) in enumerate(
+            zip(cached, sim.cached_ideal, ideal_sim.cached_ideal, strict=True)
         ):
             assert abs(got - want) <= 2, (name, cached, sim.cached_ideal)
             # The ideal cache is an upper bound; once the prefix is static it is a close one.
-            assert want_ideal >= got, (name, cached, ideal_sim.cached_ideal)
+            # The shared server's slot 0 may hold an earlier test's prompt, whose BOS token the
+            # first replayed request reuses (slots cannot be erased without --slot-save-path).
+            slack = 1 if index == 0 else 0
+            assert want_ideal + slack >= got, (name, cached, ideal_sim.cached_ideal)
             if name == "timestamp moved":
                 assert want_ideal - got <= 12, (name, cached, ideal_sim.cached_ideal)
         rows.append(
