@@ -364,7 +364,7 @@ def main() -> None:
             label = cases[1].label
             err = (statistics.median(r.err_p99 for r in timing[("ttft", label)])
                    / statistics.median(r.err_p99 for r in timing[(other, label)]))
-            parts.append(f"err p99@{label} x{err:.3f}")
+            parts.append(f"err p99@{label} x{err:.2g}")
             print(f"ttft/{other}: " + ", ".join(parts))
 
 
