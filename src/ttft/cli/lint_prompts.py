@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ttft.cli.lint import exit_with, output_options, user_errors
+from ttft.cli.lint_common import exit_with, output_options, user_errors
 from ttft.core.errors import TtftError
 from ttft.lint.chat_template import ChatTemplate
 from ttft.lint.findings import Severity, without_rules
