@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +15,10 @@ from ttft.client import errors
 from ttft.client.connection import Connection, Inbox, ProtocolConnection, TcpConnection
 from ttft.client.errors import RequestFailed
 from ttft.client.http import ResponseParser
+
+# Plain TCP is read from the socket itself (for the kernel's receive timestamps) with the loop's
+# add_reader, which Windows' proactor loop lacks; there it goes through an asyncio transport.
+_OWN_SOCKETS = sys.platform != "win32"
 
 
 @dataclass(slots=True)
@@ -139,7 +144,7 @@ class ConnectionPool:
         for family, address in addresses:
             try:
                 async with asyncio.timeout(self._connect_timeout_s):
-                    if self._ssl is None and hasattr(loop, "add_reader"):
+                    if self._ssl is None and _OWN_SOCKETS:
                         return await TcpConnection.open(
                             family, address, self._inbox, self._kernel_timestamps
                         )
