@@ -161,3 +161,29 @@ def test_counts_without_a_tokenizer_are_estimates() -> None:
     out = pre.render(conversation("x" * 400))
     assert not out.exact_tokens and out.ids is None
     assert out.n_tokens == round(len(out.text) / 4)
+
+
+def test_a_real_tokenizer_json_gives_ids_equal_to_tokenizing_the_whole_prompt(
+    tmp_path: Any,
+) -> None:
+    """Rust ``tokenizers`` through ``HFTokenizer``: the per-frame split never changes ids."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from ttft.workload.hf_tokenizer import HFTokenizer
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    corpus = ["<|im_start|>system\nYou are terse.<|im_end|>\n", "What is 2+2? And 3+3?",
+              "Line one of a long system prompt.\n" * 3, "ünïcödé ✓ question answer"] * 20
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<bos>", "<unk>", "<|im_start|>", "<|im_end|>"]))
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    hf = HFTokenizer.from_file(path)
+    pre = make(CHATML, tokenizer=hf)
+    system = "Line one of a long system prompt.\n" * 8
+    for user in ["What is 2+2?", "And 3+3? ünïcödé ✓", "  spaced  "]:
+        out = pre.render(conversation(user, system=system))
+        assert out.ids == [hf.token_id("<bos>"), *hf.encode(out.text)]
+    frame = out.frame
+    assert frame is not None and frame.ids_state == "safe" and frame.head_ids

@@ -6,6 +6,8 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -320,3 +322,92 @@ def test_a_silent_upstream_times_out_with_504_or_an_error_event(
         assert r.status_code == 200  # the head and the role chunk came, then silence
         error = json.loads(sse_payloads(r.text)[-1])["error"]
         assert error["code"] == "upstream_error" and "sent nothing" in error["message"]
+
+
+def test_health_checks_take_a_dead_replica_out_and_bring_it_back(
+    chat_body: dict[str, Any],
+) -> None:
+    from ttft.engines.process import free_loopback_port
+    from ttft.testing.scripted_server import ScriptedServer
+
+    port = free_loopback_port()
+    late_url = f"http://127.0.0.1:{port}"
+    routing = {"health_interval_s": 0.1, "health_timeout_s": 0.5}
+    with scripted(first_token_delay_ms=1) as good, \
+            gateway_for([late_url, good.base_url], routing=routing) as gw:
+        def healthy() -> list[bool]:
+            return list(gw.call(lambda g: [r.healthy for r in g.models["m"].replicas]))
+
+        assert healthy() == [False, True]  # nothing listens there yet
+        with ScriptedServer(Script(first_token_delay_ms=1), port=port).in_thread():
+            deadline = time.monotonic() + 5
+            while healthy() != [True, True] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert healthy() == [True, True]
+            served = {httpx.post(gw.url + "/v1/chat/completions", json=chat_body,
+                                 timeout=10).headers["x-ttft-replica"] for _ in range(6)}
+            assert served == {"0", "1"}  # back in routing
+        deadline = time.monotonic() + 5
+        while healthy() != [False, True] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert healthy() == [False, True]  # gone again after two failed checks
+
+
+@contextmanager
+def recording(seen: list[tuple[str, dict[str, Any]]], **fields: Any) -> Iterator[Any]:
+    """A scripted upstream that records each request's path and JSON body."""
+    from ttft.testing.scripted_server import ScriptedServer
+
+    def script(path: str, body: dict[str, Any]) -> Script:
+        seen.append((path, body))
+        return Script(first_token_delay_ms=1, n_tokens=2).merged(fields)
+
+    with ScriptedServer(script).in_thread() as server:
+        yield server
+
+
+def test_hygiene_moves_dynamic_system_content_and_counts_it(chat_body: dict[str, Any]) -> None:
+    body = {**chat_body, "messages": [
+        {"role": "system", "content": "Be brief.\nCurrent time: 2026-03-15 14:22:31"},
+        {"role": "user", "content": "hi"}]}
+    seen: list[tuple[str, dict[str, Any]]] = []
+    with recording(seen) as up, gateway_for([up.base_url], model={"hygiene": True}) as gw:
+        r = httpx.post(gw.url + "/v1/chat/completions", json=body)
+        metrics = httpx.get(gw.url + "/metrics").text
+    assert r.status_code == 200
+    assert seen[-1][1]["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi\n\nCurrent time: 2026-03-15 14:22:31"}]
+    assert 'ttft_gateway_hygiene_moves_total{model="m",kind="timestamp"} 1' in metrics
+
+
+def test_priorities_order_the_queue_but_are_not_forwarded(chat_body: dict[str, Any]) -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+    with recording(seen) as up, gateway_for([up.base_url], model={"upstream_model": "m-7b"}
+                                            ) as gw:
+        r = httpx.post(gw.url + "/v1/chat/completions", json={**chat_body, "priority": -5})
+        raw = httpx.post(gw.url + "/v1/chat/completions", json={**chat_body, "model": "m"})
+    assert r.status_code == 200 and raw.status_code == 200
+    assert "priority" not in seen[0][1]
+    assert seen[0][1]["model"] == "m-7b" and seen[1][1]["model"] == "m-7b"
+
+
+def test_prerendered_requests_send_the_rendered_prompt(tmp_path: Any) -> None:
+    template = tmp_path / "t.jinja"
+    template.write_text("{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}"
+                        "{% endfor %}<a>")
+    seen: list[tuple[str, dict[str, Any]]] = []
+    with recording(seen, ignore_stream=True) as up, gateway_for([up.base_url], model={
+        "prerender": True, "engine": "sglang", "chat_template": str(template)},
+    ) as gw:
+        body = {"model": "m", "messages": [{"role": "system", "content": "s"},
+                                           {"role": "user", "content": "hi"}],
+                "max_completion_tokens": 3}
+        r = httpx.post(gw.url + "/v1/chat/completions", json=body)
+    assert r.status_code == 200 and r.json()["object"] == "chat.completion"
+    assert r.json()["choices"][0]["message"] == {"role": "assistant", "content": " t0 t1"}
+    path, sent = seen[-1]
+    assert path == "/v1/completions"
+    # Not llama.cpp: the BOS stays in the text and the engine is told not to add another.
+    assert sent["prompt"] == "<system>s<user>hi<a>" and sent["add_special_tokens"] is False
+    assert sent["max_tokens"] == 3 and "messages" not in sent

@@ -1,0 +1,47 @@
+"""``ttft gateway``: help, and bad invocations that stop before listening with a clear error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+RUN = [sys.executable, "-c", "from ttft.cli.main import main; main()", "gateway"]
+
+
+def ttft_gateway(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*RUN, *args], capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def test_help_shows_the_main_options() -> None:
+    out = ttft_gateway("--help")
+    assert out.returncode == 0
+    for option in ("--config", "--upstream", "--listen", "--api-key", "--no-prerender",
+                   "--long-prompt-tokens"):
+        assert option in out.stdout
+
+
+def test_no_upstream_and_bad_configs_are_one_line_errors(tmp_path: Path) -> None:
+    none = ttft_gateway()
+    assert none.returncode == 2 and "no upstream" in none.stderr
+    bad = tmp_path / "g.toml"
+    bad.write_text('[[model]]\nname = "m"\nupstreams = ["http://127.0.0.1:1"]\ntypo = 1\n')
+    typo = ttft_gateway("--config", str(bad))
+    assert typo.returncode == 2 and "unknown key 'typo'" in typo.stderr
+    assert "Traceback" not in typo.stderr
+    both = ttft_gateway("--config", str(bad), "--upstream", "http://127.0.0.1:1")
+    assert both.returncode == 2 and "not both" in both.stderr
+    url = ttft_gateway("--upstream", "localhost:8080")
+    assert url.returncode == 2 and "not an http(s) URL" in url.stderr
+
+
+def test_a_busy_listen_address_is_a_clear_error() -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = ttft_gateway("--upstream", "http://127.0.0.1:1", "--listen", f"127.0.0.1:{port}")
+    assert out.returncode == 2 and "cannot listen" in out.stderr
