@@ -220,6 +220,7 @@ def test_the_short_lane_lets_a_short_request_pass_long_prefills(
     with gateway([engine.base_url], admission=admission) as gw:
         lanes = _short_ttft_behind_long_prompts(gw.url, f"lanes-{uuid.uuid4()}")
         metrics = httpx.get(gw.url + "/metrics").text
+    print(f"short request TTFT behind 3 long prompts: FIFO {fifo:.2f} s, lanes {lanes:.2f} s")
     # FIFO: behind the rest of the first prefill and two more; lanes: behind the first only.
     assert lanes < 0.7 * fifo, (lanes, fifo)
     assert 'ttft_gateway_queue_seconds_count{model="gemma",lane="long"} 3' in metrics

@@ -91,7 +91,10 @@ class Gateway:
             log.warning("no API keys configured: the gateway is open to anyone who can reach "
                         "%s", self.url)
 
-    async def stop(self) -> None:
+    async def stop(self, drain_s: float = 0.0) -> None:
+        """Stop; with ``drain_s``, first let running answers finish for up to that long."""
+        if drain_s > 0:
+            await self.server.drain(drain_s)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -108,6 +108,7 @@ class LimitsConfig:
     max_response_bytes: int = 16 * 1024 * 1024  # a non-streamed answer we must translate
     chars_per_token: float = 4.0  # estimate when no tokenizer is at hand
     prerender_cache_entries: int = 1024
+    drain_timeout_s: float = 10.0  # on SIGTERM: running answers may finish for this long
 
 
 @dataclass(frozen=True)

@@ -185,6 +185,10 @@ class _Connection(asyncio.Protocol):
         self._reading_paused = False
         self._refused = False
 
+    @property
+    def busy(self) -> bool:
+        return self._task is not None
+
     # -- asyncio callbacks -------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -500,6 +504,24 @@ class HttpServer:
         )
         sock = self._server.sockets[0].getsockname()
         self.host, self.port = str(sock[0]), int(sock[1])
+
+    @property
+    def busy(self) -> int:
+        """Connections with a request being answered."""
+        return sum(1 for conn in self.connections if conn.busy)
+
+    async def drain(self, timeout_s: float) -> None:
+        """Stop accepting, close idle connections, and wait for running answers to end."""
+        if self._server is not None:
+            self._server.close()
+        deadline = self.now() + timeout_s
+        while True:
+            for conn in list(self.connections):
+                if not conn.busy:
+                    conn.close_after_write()
+            if not self.busy or self.now() >= deadline:
+                return
+            await asyncio.sleep(0.05)
 
     async def stop(self) -> None:
         if self._sweeper is not None:

@@ -19,7 +19,8 @@ from ttft.gateway.config import GatewayConfig
 
 
 async def serve(config: GatewayConfig, on_ready: Callable[[Gateway], None] | None = None) -> None:
-    """Run until SIGINT/SIGTERM, then stop cleanly."""
+    """Run until SIGINT/SIGTERM; then stop accepting and let running answers finish (for up to
+    ``limits.drain_timeout_s``) before closing, so a rolling restart cuts no stream."""
     gateway = Gateway(config)
     await gateway.start()
     stop = asyncio.Event()
@@ -32,7 +33,7 @@ async def serve(config: GatewayConfig, on_ready: Callable[[Gateway], None] | Non
     try:
         await stop.wait()
     finally:
-        await gateway.stop()
+        await gateway.stop(drain_s=config.limits.drain_timeout_s)
 
 
 def run(config: GatewayConfig, on_ready: Callable[[Gateway], None] | None = None) -> None:

@@ -45,3 +45,44 @@ def test_a_busy_listen_address_is_a_clear_error() -> None:
         port = busy.getsockname()[1]
         out = ttft_gateway("--upstream", "http://127.0.0.1:1", "--listen", f"127.0.0.1:{port}")
     assert out.returncode == 2 and "cannot listen" in out.stderr
+
+
+def test_sigterm_lets_a_running_stream_finish_then_exits() -> None:
+    import signal
+    import socket
+    import time
+
+    import httpx
+
+    from conftest import scripted
+    from ttft.engines.process import free_loopback_port
+
+    port = free_loopback_port()
+    with scripted(first_token_delay_ms=50, token_interval_ms=50, n_tokens=10) as up:
+        proc = subprocess.Popen([*RUN, "--upstream", up.base_url, "--listen",
+                                 f"127.0.0.1:{port}"], stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+            with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions",
+                              json=body, timeout=30) as r:
+                lines = []
+                for line in r.iter_lines():
+                    lines.append(line)
+                    if len(lines) == 4:
+                        proc.send_signal(signal.SIGTERM)  # mid-stream
+            assert proc.wait(20) == 0
+            assert "data: [DONE]" in lines
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(10)
+            if proc.stderr is not None:
+                assert "listening on" in proc.stderr.read()
+                proc.stderr.close()
