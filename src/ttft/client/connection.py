@@ -90,6 +90,7 @@ class Connection:
         self.closed = False
         self.requests = 0
         self.kernel_stamps = False  # whether reads carry the kernel's arrival time
+        self.idle_since_ns = 0  # when it last went back to the pool
         self._inbox = inbox
         self._parser: ResponseParser | None = None
         self._waiter: asyncio.Future[bool] | None = None
@@ -111,6 +112,10 @@ class Connection:
 
     def abort(self) -> None:
         raise NotImplementedError
+
+    def usable(self) -> bool:
+        """Whether an idle connection can carry another request (the peer has not closed it)."""
+        return not self.closed
 
     def _send(self, payload: bytes) -> None:
         raise NotImplementedError
@@ -185,6 +190,20 @@ class TcpConnection(Connection):
             sock.close()
             raise
         return cls(sock, inbox, kernel_stamps)
+
+    def usable(self) -> bool:
+        # Servers that close after each streamed answer without saying so (llama-server does)
+        # send their FIN just after the last chunk: look for it before reusing, not after.
+        if self.closed:
+            return False
+        try:
+            self._sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return True  # nothing waiting: open and idle
+        except OSError:
+            pass
+        self.abort()  # closed by the peer, or bytes nobody asked for
+        return False
 
     def _read_ready(self) -> None:
         try:
@@ -281,6 +300,9 @@ class ProtocolConnection(Connection, asyncio.Protocol):
         if self.transport.is_closing():
             raise RequestFailed(errors.DISCONNECT, "the connection was closed before sending")
         self.transport.write(payload)
+
+    def usable(self) -> bool:
+        return not self.closed and self.transport is not None and not self.transport.is_closing()
 
     def abort(self) -> None:
         self.closed = True

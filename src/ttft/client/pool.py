@@ -6,6 +6,7 @@ import asyncio
 import socket
 import ssl
 import sys
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from ttft.client.http import ResponseParser
 # Plain TCP is read from the socket itself (for the kernel's receive timestamps) with the loop's
 # add_reader, which Windows' proactor loop lacks; there it goes through an asyncio transport.
 _OWN_SOCKETS = sys.platform != "win32"
+_GIVE_UP_REUSE = 3
+_QUICK_CLOSE_NS = 1_000_000_000  # keep-alive timeouts are seconds; this is "right after"
 
 
 @dataclass(slots=True)
@@ -28,6 +31,9 @@ class PoolStats:
     opened: int = 0
     reused: int = 0
     kernel_stamped: int = 0  # opened connections whose reads carry the kernel's arrival time
+    stale: int = 0  # idle connections found closed by the server when about to be reused
+    retried: int = 0  # requests sent again because a reused connection failed before answering
+    keep_alive: bool = True  # False once the server proved to close every connection it answers
     idle: int = 0
     in_use: int = 0
     peak_in_use: int = 0
@@ -61,6 +67,7 @@ class ConnectionPool:
         self._limit = asyncio.Semaphore(max_connections) if max_connections else None
         self._inbox = Inbox()
         self._closed = False
+        self._quick_closes = 0  # reused connections in a row found closed soon after answering
         self.stats = PoolStats()
 
     async def request(
@@ -88,7 +95,9 @@ class ConnectionPool:
             self._discard(conn)
             if not (reused and exc.kind == errors.DISCONNECT and parser.bytes_received == 0):
                 raise
-            conn, _ = await self._acquire(fresh=True)
+            self.stats.retried += 1
+            self._reuse_failed(conn)
+            conn, reused = await self._acquire(fresh=True)
             try:
                 reusable = await conn.start(parser, payload, on_sent)
             except BaseException:
@@ -97,15 +106,34 @@ class ConnectionPool:
         except BaseException:
             self._discard(conn)  # cancelled or failed mid-response: the connection is out of step
             raise
+        if reused:
+            self._quick_closes = 0
         self._release(conn, reusable)
+
+    def _reuse_failed(self, conn: Connection) -> None:
+        """A reused connection turned out closed. Soon after its answer, three times in a row:
+        the server closes every connection after answering without saying so (llama-server's
+        streams do). Then stop reusing rather than pay a failed send or a probe each time:
+        every request opens its own connection. (A keep-alive timeout, seconds after the last
+        answer, is not that.)"""
+        if time.perf_counter_ns() - conn.idle_since_ns > _QUICK_CLOSE_NS:
+            return
+        self._closed_after_answer()
+
+    def _closed_after_answer(self) -> None:
+        self._quick_closes += 1
+        if self._quick_closes >= _GIVE_UP_REUSE:
+            self.stats.keep_alive = False
 
     async def _acquire(self, fresh: bool = False) -> tuple[Connection, bool]:
         if self._closed:
             raise RequestFailed(errors.CANCELLED, "the client was closed")
         while self._idle and not fresh:
             conn = self._idle.pop()  # the most recently used: least likely to have timed out
-            if conn.closed:
+            if not conn.usable():
                 self._all.discard(conn)
+                self.stats.stale += 1
+                self._reuse_failed(conn)
                 continue
             self.stats.reused += 1
             self._mark_in_use()
@@ -125,9 +153,12 @@ class ConnectionPool:
 
     def _release(self, conn: Connection, reusable: bool) -> None:
         self.stats.in_use -= 1
-        if reusable and not conn.closed and not self._closed:
+        if reusable and self.stats.keep_alive and not conn.closed and not self._closed:
+            conn.idle_since_ns = time.perf_counter_ns()
             self._idle.append(conn)
         else:
+            if reusable and conn.closed:
+                self._closed_after_answer()  # a keep-alive answer, and yet closed at once
             conn.abort()
             self._all.discard(conn)
         self.stats.idle = len(self._idle)

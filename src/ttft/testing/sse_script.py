@@ -48,6 +48,7 @@ class Script:
     gzip: bool = False  # gzip the body (each event sync-flushed, so it still streams)
     crlf: bool = False  # end SSE lines with CRLF
     keep_alive: bool = True
+    silent_close: bool = False  # close after the answer without "Connection: close" (llama-server)
     ignore_stream: bool = False  # answer one JSON completion, as servers that ignore stream=true
 
     def merged(self, overrides: dict[str, Any] | None) -> Script:
@@ -225,6 +226,8 @@ def _frame(script: Script, at: int, events: list[Piece]) -> list[Piece]:
         headers.append(("Connection", "close"))
         if events:
             events[-1].close = True
+    elif script.silent_close and events:
+        events[-1].close = True
     head = Piece(at, "head", _head(200, headers))
     if not events:
         head.close = True

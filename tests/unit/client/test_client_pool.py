@@ -198,3 +198,26 @@ def test_https_streams_when_verification_is_off_and_fails_as_connect_when_on(
     record = asyncio.run(scenario(verify=True))
     assert record.error is not None and record.error.kind == "connect"
     assert "CERTIFICATE_VERIFY_FAILED" in record.error.message
+
+
+def test_a_server_that_silently_closes_after_each_answer_stops_connection_reuse() -> None:
+    """llama-server advertises Keep-Alive yet closes each streamed answer's connection: after
+    three such closes the pool opens a connection per request instead of failing sends."""
+    records, snap, client = run_many(Script(first_token_delay_ms=1, silent_close=True), 8, 1)
+    assert all(r.ok for r in records)
+    assert not client.stats.keep_alive
+    assert client.stats.retried <= 3 and snap.connections_opened == 8
+
+
+def test_keep_alive_stays_on_when_a_connection_closes_long_after_its_answer() -> None:
+    async def scenario() -> StreamingClient:
+        async with ScriptedServer(FAST) as server, StreamingClient(server.base_url) as client:
+            for i in range(4):
+                await client.send({"prompt": "x"}, RequestRecord(i), RunAnchor.now())
+                idle = client._pool._idle[0]
+                idle.idle_since_ns -= 10 * 10**9  # as if it had idled 10 s ...
+                idle.abort()  # ... and the server's keep-alive timer had closed it
+            return client
+
+    client = asyncio.run(scenario())
+    assert client.stats.keep_alive and client.stats.stale == 3
