@@ -16,6 +16,7 @@ land in ``record.error`` with a stable kind from ``ttft.client.errors``; nothing
         print(record.first_content_ns - record.sent_ns, record.error)
 
 Modules: ``sse`` (incremental event-stream decoder), ``http`` (request heads, response parser),
+``connection`` (one connection; kernel receive timestamps),
 ``pool`` (connections and keep-alive pool), ``openai`` (request bodies, chunk rules), ``stream``
 (the client that joins them), ``errors`` (failure kinds).
 """
