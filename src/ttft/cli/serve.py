@@ -109,24 +109,28 @@ def serve(
     if model_path is not None:
         overrides["model_path"] = model_path
     click.echo("starting llama-server ...", err=True)
-    with launch_embedded(**overrides) as engine:
-        click.echo(f"llama-server ready in {engine.startup_s:.2f} s (model {engine.model_name})")
-        click.echo(f"  OpenAI base URL: {engine.base_url}/v1")
-        click.echo(f"  metrics:         {engine.metrics_url}")
-        if check:
-            reply = _smoke_request(engine)
-            text = reply["choices"][0]["message"]["content"]
-            click.echo(f"  chat check: {reply['_elapsed_ms']:.0f} ms, reply {text!r}")
-            return
-        click.echo("Ctrl-C stops it.")
-        # SIGTERM (e.g. from a service manager) stops as cleanly as Ctrl-C does.
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-        try:
+    # SIGTERM (e.g. from a service manager) stops as cleanly as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        with launch_embedded(**overrides) as engine:
+            _announce(engine)
+            if check:
+                reply = _smoke_request(engine)
+                text = reply["choices"][0]["message"]["content"]
+                click.echo(f"  chat check: {reply['_elapsed_ms']:.0f} ms, reply {text!r}")
+                return
+            click.echo("Ctrl-C stops it.")
             while engine.process.proc is not None and engine.process.proc.poll() is None:
                 time.sleep(0.5)
-        except KeyboardInterrupt:
-            click.echo("\nstopping llama-server ...", err=True)
-            return
-        raise click.ClickException(
-            "llama-server exited on its own. Last log lines:\n" + engine.process.log_tail()
-        )
+            raise click.ClickException(
+                "llama-server exited on its own. Last log lines:\n" + engine.process.log_tail()
+            )
+    except KeyboardInterrupt:
+        # The context manager has already stopped the server's whole process group.
+        click.echo("\nllama-server stopped.", err=True)
+
+
+def _announce(engine: RunningEngine) -> None:
+    click.echo(f"llama-server ready in {engine.startup_s:.2f} s (model {engine.model_name})")
+    click.echo(f"  OpenAI base URL: {engine.base_url}/v1")
+    click.echo(f"  metrics:         {engine.metrics_url}")

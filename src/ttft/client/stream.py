@@ -57,6 +57,9 @@ class _LadderSink:
         record = self._record
         record.status = head.status
         record.headers_ns = t_ns - self._anchor
+        encoding = head.headers.get("content-encoding")
+        if encoding:
+            record.content_encoding = encoding.strip().lower()
         if not 200 <= head.status < 300 or head.content_type == "application/json":
             self._collected = bytearray()
 

@@ -89,6 +89,7 @@ def test_gzip_stream_is_decoded_incrementally_when_the_client_accepts_gzip(
         headers={"Accept-Encoding": "gzip"},
     )
     assert record.ok and record.completion_tokens == 6 and len(record.chunk_ns) == 6
+    assert record.content_encoding == "gzip"  # doctor reads this: gzip on a stream is a red flag
     # One read per sync-flushed event, not all at the end (a busy machine may merge a couple).
     assert len(set(record.chunk_ns)) >= 4
     assert snap.logs[0].headers["accept-encoding"] == "gzip"
