@@ -1,1 +1,0 @@
-"""Sweeps and A/B experiments over engine and gateway settings."""
