@@ -79,9 +79,21 @@ def gateway_process(upstream: str) -> Iterator[str]:
     """``ttft gateway`` in a child process, as a user would run it."""
     port = free_loopback_port()
     cmd = [
-        sys.executable, "-c", "from ttft.cli.main import main; main()", "gateway",
-        "--upstream", upstream, "--model", "bench", "--no-prerender",
-        "--listen", f"127.0.0.1:{port}", "--max-in-flight", "4096", "--queue-size", "4096",
+        sys.executable,
+        "-c",
+        "from ttft.cli.main import main; main()",
+        "gateway",
+        "--upstream",
+        upstream,
+        "--model",
+        "bench",
+        "--no-prerender",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--max-in-flight",
+        "4096",
+        "--queue-size",
+        "4096",
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -117,8 +129,11 @@ class Sample:
 def script_for(streams: int) -> dict[str, Any]:
     """16 tokens after 20 ms, each stream lasting max(40 ms, streams / 300 s)."""
     duration_ms = max(40.0, streams / 300 * 1000)
-    return {"first_token_delay_ms": 20.0, "n_tokens": 16,
-            "token_interval_ms": (duration_ms - 20.0) / 15}
+    return {
+        "first_token_delay_ms": 20.0,
+        "n_tokens": 16,
+        "token_interval_ms": (duration_ms - 20.0) / 15,
+    }
 
 
 _tag = 0
@@ -129,8 +144,16 @@ def bodies(n: int, script: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for _ in range(n):
         _tag += 1
-        out.append({"model": "bench", "messages": [{"role": "user", "content": "hi"}],
-                    "max_tokens": 16, "stream": True, "ttft_tag": _tag, "ttft_script": script})
+        out.append(
+            {
+                "model": "bench",
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 16,
+                "stream": True,
+                "ttft_tag": _tag,
+                "ttft_script": script,
+            }
+        )
     return out
 
 
@@ -175,8 +198,14 @@ def measure(url: str, upstream: ServerProcess, streams: int, n: int) -> Sample:
     for tag, record in results:
         log = logs.get(tag)
         written = log.first_token_ns if log is not None else None
-        if not record.ok or log is None or written is None or record.sent_ns is None \
-                or record.first_content_ns is None or record.scheduled_ns is None:
+        if (
+            not record.ok
+            or log is None
+            or written is None
+            or record.sent_ns is None
+            or record.first_content_ns is None
+            or record.scheduled_ns is None
+        ):
             failed += 1
             continue
         first = base + record.first_content_ns
@@ -195,8 +224,9 @@ def quantile(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--levels", default="1,32,256", help="concurrent streams")
-    parser.add_argument("--requests", type=int, default=0,
-                        help="requests per run (default: max(200, 4 x streams))")
+    parser.add_argument(
+        "--requests", type=int, default=0, help="requests per run (default: max(200, 4 x streams))"
+    )
     parser.add_argument("--reps", type=int, default=1, help="repetitions, paths interleaved")
     parser.add_argument("--paths", default="direct,gateway,nginx")
     args = parser.parse_args()
@@ -218,15 +248,22 @@ def main() -> None:
                 for path in order:
                     upstream.snapshot(clear=True)
                     samples.setdefault((path, streams), []).append(
-                        measure(urls[path], upstream, streams, n))
+                        measure(urls[path], upstream, streams, n)
+                    )
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"\nscripted upstream: first token after 20 ms, 16 tokens per stream; "
-          f"{os.cpu_count()} CPUs, load average {load:.2f}; {args.reps} rep(s)")
-    print("transport = (upstream received - client sent) + (client first token - upstream "
-          "wrote it); added = path - direct\n")
-    print(f"{'streams':>7} {'path':8} {'n':>5} {'TTFT p50':>9} {'TTFT p99':>9} "
-          f"{'trans p50':>10} {'trans p99':>10} {'added p50':>10} {'added p99':>10} {'fail':>5}")
+    print(
+        f"\nscripted upstream: first token after 20 ms, 16 tokens per stream; "
+        f"{os.cpu_count()} CPUs, load average {load:.2f}; {args.reps} rep(s)"
+    )
+    print(
+        "transport = (upstream received - client sent) + (client first token - upstream "
+        "wrote it); added = path - direct\n"
+    )
+    print(
+        f"{'streams':>7} {'path':8} {'n':>5} {'TTFT p50':>9} {'TTFT p99':>9} "
+        f"{'trans p50':>10} {'trans p99':>10} {'added p50':>10} {'added p99':>10} {'fail':>5}"
+    )
     added: dict[tuple[str, int], tuple[float, float]] = {}
     for streams in levels:
         runs = {p: samples[(p, streams)] for p in paths}
@@ -248,20 +285,25 @@ def main() -> None:
                 a99 = s["t99"] - stats["direct"]["t99"]
                 added[(path, streams)] = (a50, a99)
             extra = "" if path == "direct" else f"{a50:>+10.3f} {a99:>+10.3f}"
-            print(f"{streams:>7} {path:8} {s['n']:>5} {s['ttft50']:>9.2f} {s['ttft99']:>9.2f} "
-                  f"{s['t50']:>10.3f} {s['t99']:>10.3f} {extra:>21} {s['fail']:>5}")
+            print(
+                f"{streams:>7} {path:8} {s['n']:>5} {s['ttft50']:>9.2f} {s['ttft99']:>9.2f} "
+                f"{s['t50']:>10.3f} {s['t99']:>10.3f} {extra:>21} {s['fail']:>5}"
+            )
     if "gateway" in paths and "nginx" in paths:
         print()
         for streams in levels:
             g50, g99 = added[("gateway", streams)]
             n50, n99 = added[("nginx", streams)]
+
             def ratio(a: float, b: float) -> str:
                 # A difference of p99s is noisy: nginx's can come out at or below zero.
                 return f"x{a / b:.1f}" if b > 0.01 else "n/a (nginx added ~0)"
 
-            print(f"{streams:>4} streams: gateway added p50 {g50:+.3f} ms, p99 {g99:+.3f} ms; "
-                  f"nginx p50 {n50:+.3f} ms, p99 {n99:+.3f} ms; gateway/nginx "
-                  f"p50 {ratio(g50, n50)}, p99 {ratio(g99, n99)}")
+            print(
+                f"{streams:>4} streams: gateway added p50 {g50:+.3f} ms, p99 {g99:+.3f} ms; "
+                f"nginx p50 {n50:+.3f} ms, p99 {n99:+.3f} ms; gateway/nginx "
+                f"p50 {ratio(g50, n50)}, p99 {ratio(g99, n99)}"
+            )
     top = max(levels)
     if ("gateway", top) in added:
         verdict = "met" if added[("gateway", top)][1] < 2.0 else "NOT met"

@@ -27,8 +27,10 @@ from ttft.gateway.serve import GatewayThread
 pytestmark = pytest.mark.e2e
 
 _clock = time.perf_counter_ns
-WORDS = ("river stone cloud maple quartz harbor lantern meadow copper violet falcon ember "
-         "willow tundra saffron orbit glacier thistle cobalt juniper").split()
+WORDS = (
+    "river stone cloud maple quartz harbor lantern meadow copper violet falcon ember "
+    "willow tundra saffron orbit glacier thistle cobalt juniper"
+).split()
 
 
 def words(n: int, seed: str) -> str:
@@ -50,8 +52,11 @@ def engines(engine_threads: int) -> Iterator[list[RunningEngine]]:
     started: list[RunningEngine] = []
     try:
         for _ in range(2):
-            started.append(launch_embedded(ctx_size=2048, parallel=1, threads=engine_threads,
-                                           extra_args=("--swa-full",)))
+            started.append(
+                launch_embedded(
+                    ctx_size=2048, parallel=1, threads=engine_threads, extra_args=("--swa-full",)
+                )
+            )
         yield started
     finally:
         for engine in started:
@@ -71,10 +76,14 @@ def chat(messages: list[dict[str, str]], **extra: Any) -> dict[str, Any]:
 
 
 def stream_text(response_text: str) -> tuple[str, list[dict[str, Any]]]:
-    chunks = [json.loads(line[6:]) for line in response_text.split("\n")
-              if line.startswith("data: ") and line != "data: [DONE]"]
-    text = "".join((c["choices"][0]["delta"].get("content") or "")
-                   for c in chunks if c.get("choices"))
+    chunks = [
+        json.loads(line[6:])
+        for line in response_text.split("\n")
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
+    text = "".join(
+        (c["choices"][0]["delta"].get("content") or "") for c in chunks if c.get("choices")
+    )
     return text, chunks
 
 
@@ -83,14 +92,19 @@ def test_streamed_tokens_arrive_as_the_engine_sends_them_and_a_leaving_client_fr
 ) -> None:
     engine = engines[0]
     with gateway([engine.base_url]) as gw:
-        body = chat([{"role": "user", "content": "Write a long story about a river."}],
-                    max_tokens=20, stream=True)
+        body = chat(
+            [{"role": "user", "content": "Write a long story about a river."}],
+            max_tokens=20,
+            stream=True,
+        )
         host, port = gw.url.removeprefix("http://").split(":")
         raw = json.dumps(body).encode()
         stamps: list[int] = []
         with socket.create_connection((host, int(port))) as sock:
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n"
-                         b"Connection: close\r\n\r\n%b" % (len(raw), raw))
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n"
+                b"Connection: close\r\n\r\n%b" % (len(raw), raw)
+            )
             sock.settimeout(60)
             while True:
                 data = sock.recv(65536)
@@ -105,12 +119,17 @@ def test_streamed_tokens_arrive_as_the_engine_sends_them_and_a_leaving_client_fr
         assert sum(1 for g in gaps if g > 3) >= len(gaps) // 2
 
         # A client that leaves mid-answer: the engine's slot stops working on it.
-        long_body = chat([{"role": "user", "content": "Tell me everything about clouds."}],
-                         max_tokens=400, stream=True)
+        long_body = chat(
+            [{"role": "user", "content": "Tell me everything about clouds."}],
+            max_tokens=400,
+            stream=True,
+        )
         raw = json.dumps(long_body).encode()
         with socket.create_connection((host, int(port))) as sock:
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%b"
-                         % (len(raw), raw))
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%b"
+                % (len(raw), raw)
+            )
             sock.settimeout(60)
             while b'"content":"' not in sock.recv(65536):
                 pass
@@ -127,20 +146,25 @@ def test_prerendered_requests_give_the_engine_chat_endpoints_answer(
 ) -> None:
     engine = engines[0]
     conversations = [
-        [{"role": "system", "content": "You are a terse assistant."},
-         {"role": "user", "content": "Name three colors."}],
-        [{"role": "system", "content": "Answer in French."},
-         {"role": "user", "content": "What is 2+2?"},
-         {"role": "assistant", "content": "Quatre."},
-         {"role": "user", "content": "  And 3+3? ünïcödé ✓\n"}],
+        [
+            {"role": "system", "content": "You are a terse assistant."},
+            {"role": "user", "content": "Name three colors."},
+        ],
+        [
+            {"role": "system", "content": "Answer in French."},
+            {"role": "user", "content": "What is 2+2?"},
+            {"role": "assistant", "content": "Quatre."},
+            {"role": "user", "content": "  And 3+3? ünïcödé ✓\n"},
+        ],
         [{"role": "user", "content": "Say <|im_start|> please"}],
     ]
     with gateway([engine.base_url]) as gw:
         assert gw.call(lambda g: g.models["gemma"].prerender_state) == "on"
         for messages in conversations:
             body = chat(messages, max_tokens=12)
-            direct = httpx.post(engine.base_url + "/v1/chat/completions", json=body,
-                                timeout=60).json()
+            direct = httpx.post(
+                engine.base_url + "/v1/chat/completions", json=body, timeout=60
+            ).json()
             via = httpx.post(gw.url + "/v1/chat/completions", json=body, timeout=60)
             assert via.headers["x-ttft-prerendered"] == "1"
             ours = via.json()
@@ -151,7 +175,8 @@ def test_prerendered_requests_give_the_engine_chat_endpoints_answer(
             streamed = httpx.post(
                 gw.url + "/v1/chat/completions",
                 json={**body, "stream": True, "stream_options": {"include_usage": True}},
-                timeout=60)
+                timeout=60,
+            )
             text, chunks = stream_text(streamed.text)
             assert text == direct["choices"][0]["message"]["content"]
             assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
@@ -169,9 +194,14 @@ def test_prefix_affinity_sends_a_repeated_system_prompt_to_the_replica_that_cach
     with gateway([e.base_url for e in engines]) as gw:
         replicas, cached, prompt = [], [], []
         for question in ("Which item is first?", "Which item is last?", "How many items?"):
-            r = httpx.post(gw.url + "/v1/chat/completions", timeout=60, json=chat(
-                [{"role": "system", "content": system}, {"role": "user", "content": question}],
-                max_tokens=2))
+            r = httpx.post(
+                gw.url + "/v1/chat/completions",
+                timeout=60,
+                json=chat(
+                    [{"role": "system", "content": system}, {"role": "user", "content": question}],
+                    max_tokens=2,
+                ),
+            )
             assert r.status_code == 200, r.text
             replicas.append(r.headers["x-ttft-replica"])
             usage = r.json()["usage"]
@@ -187,13 +217,17 @@ def test_prefix_affinity_sends_a_repeated_system_prompt_to_the_replica_that_cach
 
 def _short_ttft_behind_long_prompts(url: str, tag: str) -> float:
     """One long prompt in flight and two waiting, then a short one: its TTFT in seconds."""
+
     def long_body(i: int) -> dict[str, Any]:
         return chat([{"role": "user", "content": words(190, f"{tag}-{i}")}], max_tokens=1)
 
     threads = []
     for i in range(3):
-        t = threading.Thread(target=lambda i=i: httpx.post(
-            url + "/v1/chat/completions", json=long_body(i), timeout=120))
+        t = threading.Thread(
+            target=lambda i=i: httpx.post(
+                url + "/v1/chat/completions", json=long_body(i), timeout=120
+            )
+        )
         t.start()
         threads.append(t)
         time.sleep(0.15)
@@ -227,7 +261,8 @@ def test_the_short_lane_lets_a_short_request_pass_long_prefills(
 
 
 def test_killing_an_upstream_mid_stream_gives_an_error_event_and_the_next_request_fails_over(
-    engines: list[RunningEngine], engine_threads: int,
+    engines: list[RunningEngine],
+    engine_threads: int,
 ) -> None:
     # Without --swa-full: pre-rendering must switch itself off (it would lose prefix reuse),
     # and chat requests keep the engine's own reuse through its chat endpoint.
@@ -239,21 +274,28 @@ def test_killing_an_upstream_mid_stream_gives_an_error_event_and_the_next_reques
             system = "Catalogue: " + words(90, str(uuid.uuid4()))
             cached = []
             for question in ("First?", "Last?"):
-                r = httpx.post(gw.url + "/v1/chat/completions", timeout=60, json=chat(
-                    [{"role": "system", "content": system},
-                     {"role": "user", "content": question}], max_tokens=1))
+                r = httpx.post(
+                    gw.url + "/v1/chat/completions",
+                    timeout=60,
+                    json=chat(
+                        [
+                            {"role": "system", "content": system},
+                            {"role": "user", "content": question},
+                        ],
+                        max_tokens=1,
+                    ),
+                )
                 assert "x-ttft-prerendered" not in r.headers
                 cached.append(r.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
             assert cached[0] < 10 < cached[1]
-        with gateway([victim.base_url, engines[0].base_url],
-                     routing={"affinity": False}) as gw:
+        with gateway([victim.base_url, engines[0].base_url], routing={"affinity": False}) as gw:
             # Route the stream to the victim: the other replica sits out for one request.
             gw.call(lambda g: setattr(g.models["gemma"].replicas[1], "healthy", False))
-            body = chat([{"role": "user", "content": "Tell me a long story."}], max_tokens=300,
-                        stream=True)
+            body = chat(
+                [{"role": "user", "content": "Tell me a long story."}], max_tokens=300, stream=True
+            )
             lines: list[str] = []
-            with httpx.stream("POST", gw.url + "/v1/chat/completions", json=body,
-                              timeout=60) as r:
+            with httpx.stream("POST", gw.url + "/v1/chat/completions", json=body, timeout=60) as r:
                 assert r.headers["x-ttft-replica"] == "0"
                 gw.call(lambda g: setattr(g.models["gemma"].replicas[1], "healthy", True))
                 for line in r.iter_lines():
@@ -265,8 +307,11 @@ def test_killing_an_upstream_mid_stream_gives_an_error_event_and_the_next_reques
             error = json.loads(data[-1])["error"]
             assert error["code"] == "upstream_error" and "middle of the answer" in error["message"]
             assert "[DONE]" not in data
-            after = httpx.post(gw.url + "/v1/chat/completions", timeout=60, json=chat(
-                [{"role": "user", "content": "Still there?"}], max_tokens=2))
+            after = httpx.post(
+                gw.url + "/v1/chat/completions",
+                timeout=60,
+                json=chat([{"role": "user", "content": "Still there?"}], max_tokens=2),
+            )
             assert after.status_code == 200 and after.headers["x-ttft-replica"] == "1"
             health = httpx.get(gw.url + "/health").json()["models"]["gemma"]
             assert health["upstreams"][0]["healthy"] is False
@@ -277,18 +322,29 @@ def test_killing_an_upstream_mid_stream_gives_an_error_event_and_the_next_reques
 def test_bad_requests_get_4xx_and_the_engines_own_errors_pass_through(
     engines: list[RunningEngine],
 ) -> None:
-    with gateway([engines[0].base_url], api_keys=["sk-e2e"]) as gw, \
-            httpx.Client(base_url=gw.url, timeout=60) as client:
+    with (
+        gateway([engines[0].base_url], api_keys=["sk-e2e"]) as gw,
+        httpx.Client(base_url=gw.url, timeout=60) as client,
+    ):
         auth = {"Authorization": "Bearer sk-e2e"}
         assert client.post("/v1/chat/completions", json=chat([])).status_code == 401
         assert client.post("/v1/chat/completions", content=b"{", headers=auth).status_code == 400
-        unknown = client.post("/v1/chat/completions", headers=auth,
-                              json={**chat([{"role": "user", "content": "x"}]), "model": "gpt"})
+        unknown = client.post(
+            "/v1/chat/completions",
+            headers=auth,
+            json={**chat([{"role": "user", "content": "x"}]), "model": "gpt"},
+        )
         assert unknown.status_code == 404
         # 2048 tokens of context per slot: a longer prompt is the engine's 400, passed through.
-        huge = client.post("/v1/completions", headers=auth, json={
-            "model": "gemma", "prompt": words(3000, "huge"), "max_tokens": 1})
+        huge = client.post(
+            "/v1/completions",
+            headers=auth,
+            json={"model": "gemma", "prompt": words(3000, "huge"), "max_tokens": 1},
+        )
         assert huge.status_code == 400 and huge.json()["error"]["message"]
-        ok = client.post("/v1/chat/completions", headers=auth,
-                         json=chat([{"role": "user", "content": "Hello"}], max_tokens=2))
+        ok = client.post(
+            "/v1/chat/completions",
+            headers=auth,
+            json=chat([{"role": "user", "content": "Hello"}], max_tokens=2),
+        )
         assert ok.status_code == 200 and ok.json()["choices"][0]["message"]["content"]

@@ -15,64 +15,140 @@ from ttft.gateway.config import GatewayConfig, ModelConfig, UpstreamConfig
 
 
 def _from_flags(
-    upstreams: tuple[str, ...], model: str, engine: str, no_prerender: bool, hygiene: bool,
-    tokenizer: Path | None, chat_template: str,
+    upstreams: tuple[str, ...],
+    model: str,
+    engine: str,
+    no_prerender: bool,
+    hygiene: bool,
+    tokenizer: Path | None,
+    chat_template: str,
 ) -> GatewayConfig:
     if not upstreams:
         raise TtftError(
             "no upstream: give --config FILE or at least one --upstream URL",
             "ttft gateway --upstream http://127.0.0.1:8080 (repeat for replicas)",
         )
-    ups = tuple(
-        UpstreamConfig(url=gwconfig.check_upstream_url(u, "--upstream")) for u in upstreams
-    )
+    ups = tuple(UpstreamConfig(url=gwconfig.check_upstream_url(u, "--upstream")) for u in upstreams)
     if len({u.url for u in ups}) != len(ups):
         raise TtftError("an --upstream URL is given twice")
-    return GatewayConfig(models=(ModelConfig(
-        name=model, upstreams=ups, engine=engine, prerender=not no_prerender, hygiene=hygiene,
-        tokenizer=str(tokenizer) if tokenizer else None, chat_template=chat_template,
-    ),))
+    return GatewayConfig(
+        models=(
+            ModelConfig(
+                name=model,
+                upstreams=ups,
+                engine=engine,
+                prerender=not no_prerender,
+                hygiene=hygiene,
+                tokenizer=str(tokenizer) if tokenizer else None,
+                chat_template=chat_template,
+            ),
+        )
+    )
 
 
 @click.command()
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
-              help="A gateway TOML file (see docs/gateway.md). Flags below override it.")
-@click.option("--upstream", "upstreams", multiple=True,
-              help="An engine URL (repeat for replicas of one model). Without --config.")
-@click.option("--model", default="default", show_default=True,
-              help="The model name clients send (with --upstream).")
-@click.option("--engine", type=click.Choice(gwconfig.ENGINES), default="llama.cpp",
-              show_default=True, help="Engine kind of the upstreams (with --upstream).")
-@click.option("--chat-template", default="auto", show_default=True,
-              help='"auto" (llama.cpp /props), or a .jinja / tokenizer_config.json (with '
-                   "--upstream).")
-@click.option("--tokenizer", type=click.Path(path_type=Path), default=None,
-              help="A tokenizer.json: send token ids upstream (with --upstream).")
-@click.option("--no-prerender", is_flag=True,
-              help="Send chat requests to the engine's chat endpoint unchanged.")
-@click.option("--hygiene", is_flag=True,
-              help="Move dynamic content (timestamps, ids) out of system prompts.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A gateway TOML file (see docs/gateway.md). Flags below override it.",
+)
+@click.option(
+    "--upstream",
+    "upstreams",
+    multiple=True,
+    help="An engine URL (repeat for replicas of one model). Without --config.",
+)
+@click.option(
+    "--model",
+    default="default",
+    show_default=True,
+    help="The model name clients send (with --upstream).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(gwconfig.ENGINES),
+    default="llama.cpp",
+    show_default=True,
+    help="Engine kind of the upstreams (with --upstream).",
+)
+@click.option(
+    "--chat-template",
+    default="auto",
+    show_default=True,
+    help='"auto" (llama.cpp /props), or a .jinja / tokenizer_config.json (with --upstream).',
+)
+@click.option(
+    "--tokenizer",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A tokenizer.json: send token ids upstream (with --upstream).",
+)
+@click.option(
+    "--no-prerender",
+    is_flag=True,
+    help="Send chat requests to the engine's chat endpoint unchanged.",
+)
+@click.option(
+    "--hygiene", is_flag=True, help="Move dynamic content (timestamps, ids) out of system prompts."
+)
 @click.option("--listen", default=None, help="host:port to listen on [127.0.0.1:8000].")
-@click.option("--api-key", "api_keys", multiple=True,
-              help="A client API key (repeat). Prefer --api-key-env: flags show in ps.")
-@click.option("--api-key-env", default=None,
-              help="An environment variable holding comma-separated client API keys.")
-@click.option("--max-in-flight", type=click.IntRange(min=1), default=None,
-              help="Requests at each upstream at once [4].")
-@click.option("--queue-size", type=click.IntRange(min=0), default=None,
-              help="Waiting requests per upstream, both lanes [64].")
-@click.option("--long-prompt-tokens", type=click.IntRange(min=0), default=None,
-              help="Prompts above this go to the long lane [1024].")
+@click.option(
+    "--api-key",
+    "api_keys",
+    multiple=True,
+    help="A client API key (repeat). Prefer --api-key-env: flags show in ps.",
+)
+@click.option(
+    "--api-key-env",
+    default=None,
+    help="An environment variable holding comma-separated client API keys.",
+)
+@click.option(
+    "--max-in-flight",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Requests at each upstream at once [4].",
+)
+@click.option(
+    "--queue-size",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Waiting requests per upstream, both lanes [64].",
+)
+@click.option(
+    "--long-prompt-tokens",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Prompts above this go to the long lane [1024].",
+)
 @click.option("--no-lanes", is_flag=True, help="One first-come-first-served queue.")
-@click.option("--queue-timeout", type=click.FloatRange(min=0.001), default=None,
-              help="Seconds a request may wait for a slot [30].")
+@click.option(
+    "--queue-timeout",
+    type=click.FloatRange(min=0.001),
+    default=None,
+    help="Seconds a request may wait for a slot [30].",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log every upstream state change.")
 def gateway(
-    config_path: Path | None, upstreams: tuple[str, ...], model: str, engine: str,
-    chat_template: str, tokenizer: Path | None, no_prerender: bool, hygiene: bool,
-    listen: str | None, api_keys: tuple[str, ...], api_key_env: str | None,
-    max_in_flight: int | None, queue_size: int | None, long_prompt_tokens: int | None,
-    no_lanes: bool, queue_timeout: float | None, verbose: bool,
+    config_path: Path | None,
+    upstreams: tuple[str, ...],
+    model: str,
+    engine: str,
+    chat_template: str,
+    tokenizer: Path | None,
+    no_prerender: bool,
+    hygiene: bool,
+    listen: str | None,
+    api_keys: tuple[str, ...],
+    api_key_env: str | None,
+    max_in_flight: int | None,
+    queue_size: int | None,
+    long_prompt_tokens: int | None,
+    no_lanes: bool,
+    queue_timeout: float | None,
+    verbose: bool,
 ) -> None:
     """An OpenAI-compatible front door for llama-server, vLLM or SGLang replicas.
 
@@ -83,16 +159,21 @@ def gateway(
       ttft gateway --upstream http://127.0.0.1:8080 --upstream http://127.0.0.1:8081
       ttft gateway --config gateway.toml
     """
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(message)s",
+    )
     if config_path is not None:
         if upstreams:
-            raise TtftError("give either --config or --upstream, not both",
-                            "list the upstreams in the config file's [[model]] table")
+            raise TtftError(
+                "give either --config or --upstream, not both",
+                "list the upstreams in the config file's [[model]] table",
+            )
         config = gwconfig.load(config_path)
     else:
-        config = _from_flags(upstreams, model, engine, no_prerender, hygiene, tokenizer,
-                             chat_template)
+        config = _from_flags(
+            upstreams, model, engine, no_prerender, hygiene, tokenizer, chat_template
+        )
     if listen is not None:
         host, port = gwconfig.parse_listen(listen, "--listen")
         config = dataclasses.replace(config, host=host, port=port)
@@ -107,7 +188,8 @@ def gateway(
         admission,
         max_in_flight=max_in_flight if max_in_flight is not None else admission.max_in_flight,
         queue_size=queue_size if queue_size is not None else admission.queue_size,
-        long_prompt_tokens=long_prompt_tokens if long_prompt_tokens is not None
+        long_prompt_tokens=long_prompt_tokens
+        if long_prompt_tokens is not None
         else admission.long_prompt_tokens,
         split_lanes=admission.split_lanes and not no_lanes,
         queue_timeout_s=queue_timeout if queue_timeout is not None else admission.queue_timeout_s,
@@ -119,15 +201,23 @@ def gateway(
     def ready(gw: Gateway) -> None:
         for name, runtime in gw.models.items():
             healthy = runtime.healthy_count()
-            click.echo(f"  model {name}: {healthy}/{len(runtime.replicas)} upstreams healthy, "
-                       f"pre-render {runtime.prerender_state}", err=True)
+            click.echo(
+                f"  model {name}: {healthy}/{len(runtime.replicas)} upstreams healthy, "
+                f"pre-render {runtime.prerender_state}",
+                err=True,
+            )
         if not config.api_keys:
-            click.echo("warning: no API keys configured: anyone who can reach this address can "
-                       "use the upstreams (--api-key-env NAME to require keys)", err=True)
+            click.echo(
+                "warning: no API keys configured: anyone who can reach this address can "
+                "use the upstreams (--api-key-env NAME to require keys)",
+                err=True,
+            )
         click.echo(f"ttft gateway listening on {gw.url}", err=True)
 
     try:
         run(config, ready)
     except OSError as exc:
-        raise TtftError(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}",
-                        "choose another --listen address") from None
+        raise TtftError(
+            f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}",
+            "choose another --listen address",
+        ) from None

@@ -69,10 +69,13 @@ class Gateway:
         then already pre-rendered); it keeps retrying in the background after that.
         """
         routing = self.config.routing
-        await asyncio.gather(*(
-            check_health(r, routing.health_timeout_s)
-            for m in self.models.values() for r in m.replicas
-        ))
+        await asyncio.gather(
+            *(
+                check_health(r, routing.health_timeout_s)
+                for m in self.models.values()
+                for r in m.replicas
+            )
+        )
         loop = asyncio.get_running_loop()
         setups = []
         for runtime in self.models.values():
@@ -82,14 +85,18 @@ class Gateway:
             setup = loop.create_task(setup_prerender(runtime, self.config, self.metrics))
             setups.append(setup)
             self._tasks.append(setup)
-            self._tasks.append(loop.create_task(
-                health_loop(runtime, routing.health_interval_s, routing.health_timeout_s)))
+            self._tasks.append(
+                loop.create_task(
+                    health_loop(runtime, routing.health_interval_s, routing.health_timeout_s)
+                )
+            )
         if setups:
             await asyncio.wait(setups, timeout=wait_prerender_s)
         await self.server.start(self.config.host, self.config.port)
         if not self._keys:
-            log.warning("no API keys configured: the gateway is open to anyone who can reach "
-                        "%s", self.url)
+            log.warning(
+                "no API keys configured: the gateway is open to anyone who can reach %s", self.url
+            )
 
     async def stop(self, drain_s: float = 0.0) -> None:
         """Stop; with ``drain_s``, first let running answers finish for up to that long."""
@@ -133,13 +140,16 @@ class Gateway:
                 check_method(request, "GET")
                 if not self.config.public_metrics:
                     self._authorize(request)
-                response.send(200, [("Content-Type", "text/plain; version=0.0.4")],
-                              self.metrics.render())
+                response.send(
+                    200, [("Content-Type", "text/plain; version=0.0.4")], self.metrics.render()
+                )
             else:
                 label = "other"
-                raise not_found(f"no route {request.method} {request.path[:200]}; this gateway "
-                                "serves /v1/chat/completions, /v1/completions, /v1/models, "
-                                "/health and /metrics")
+                raise not_found(
+                    f"no route {request.method} {request.path[:200]}; this gateway "
+                    "serves /v1/chat/completions, /v1/completions, /v1/models, "
+                    "/health and /metrics"
+                )
         except GatewayError as exc:
             if response.started:
                 raise
@@ -167,8 +177,11 @@ class Gateway:
 
     @staticmethod
     def _send_json(response: Response, status: int, payload: Any) -> None:
-        response.send(status, [("Content-Type", "application/json")],
-                      json.dumps(payload, ensure_ascii=False).encode())
+        response.send(
+            status,
+            [("Content-Type", "application/json")],
+            json.dumps(payload, ensure_ascii=False).encode(),
+        )
 
     def _models_body(self) -> dict[str, Any]:
         created = int(self.started_at)
@@ -190,9 +203,13 @@ class Gateway:
                 "healthy_upstreams": healthy,
                 "prerender": runtime.prerender_state,
                 "upstreams": [
-                    {"url": r.name, "healthy": r.healthy, "in_flight": r.admission.in_flight,
-                     "queued": r.admission.waiting,
-                     **({"last_error": r.last_error} if r.last_error else {})}
+                    {
+                        "url": r.name,
+                        "healthy": r.healthy,
+                        "in_flight": r.admission.in_flight,
+                        "queued": r.admission.waiting,
+                        **({"last_error": r.last_error} if r.last_error else {}),
+                    }
                     for r in runtime.replicas
                 ],
             }

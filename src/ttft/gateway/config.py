@@ -227,13 +227,20 @@ def _model(raw: Any, where: str) -> ModelConfig:
 def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfig:
     """Build and check a configuration from decoded TOML (or an equivalent dict)."""
     top_known = {
-        "listen", "api_keys", "api_keys_env", "public_metrics", "model", "admission", "routing",
+        "listen",
+        "api_keys",
+        "api_keys_env",
+        "public_metrics",
+        "model",
+        "admission",
+        "routing",
         "limits",
     }
     unknown = set(raw) - top_known
     if unknown:
         raise _fail(
-            origin, f"unknown key(s) {', '.join(sorted(unknown))}",
+            origin,
+            f"unknown key(s) {', '.join(sorted(unknown))}",
             f"known keys: {', '.join(sorted(top_known))}",
         )
     host, port = parse_listen(str(raw.get("listen", "127.0.0.1:8000")), f"{origin}: listen")
@@ -245,12 +252,15 @@ def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfi
     if len(set(names)) != len(names):
         raise _fail(origin, "two [[model]] tables have the same name")
     keys = _api_keys(raw, origin)
-    admission = AdmissionConfig(**_section(_table(raw, "admission", origin), AdmissionConfig,
-                                           f"{origin}: admission"))
-    routing = RoutingConfig(**_section(_table(raw, "routing", origin), RoutingConfig,
-                                       f"{origin}: routing"))
-    limits = LimitsConfig(**_section(_table(raw, "limits", origin), LimitsConfig,
-                                     f"{origin}: limits"))
+    admission = AdmissionConfig(
+        **_section(_table(raw, "admission", origin), AdmissionConfig, f"{origin}: admission")
+    )
+    routing = RoutingConfig(
+        **_section(_table(raw, "routing", origin), RoutingConfig, f"{origin}: routing")
+    )
+    limits = LimitsConfig(
+        **_section(_table(raw, "limits", origin), LimitsConfig, f"{origin}: limits")
+    )
     if admission.max_in_flight < 1:
         raise _fail(f"{origin}: admission.max_in_flight", "must be at least 1")
     if routing.block_tokens < 1 or routing.virtual_nodes < 1:
@@ -261,8 +271,14 @@ def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfi
     if not isinstance(public, bool):
         raise _fail(f"{origin}: public_metrics", "expected true or false")
     return GatewayConfig(
-        models=models, host=host, port=port, api_keys=keys, public_metrics=public,
-        admission=admission, routing=routing, limits=limits,
+        models=models,
+        host=host,
+        port=port,
+        api_keys=keys,
+        public_metrics=public,
+        admission=admission,
+        routing=routing,
+        limits=limits,
     )
 
 
@@ -284,7 +300,8 @@ def _api_keys(raw: Mapping[str, Any], origin: str) -> tuple[str, ...]:
         value = os.environ.get(env)
         if value is None:
             raise _fail(
-                f"{origin}: api_keys_env", f"the environment variable {env} is not set",
+                f"{origin}: api_keys_env",
+                f"the environment variable {env} is not set",
                 f"export {env}=key1,key2 (or remove api_keys_env for an open gateway)",
             )
         keys = keys + [k.strip() for k in value.split(",") if k.strip()]

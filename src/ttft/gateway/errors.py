@@ -39,9 +39,7 @@ class GatewayError(Exception):
         return b"data: " + self.body() + b"\n\n"
 
 
-def error_body(
-    message: str, type: str, code: str | None = None, param: str | None = None
-) -> bytes:
+def error_body(message: str, type: str, code: str | None = None, param: str | None = None) -> bytes:
     payload = {"error": {"message": message, "type": type, "param": param, "code": code}}
     return json.dumps(payload, ensure_ascii=False).encode()
 

@@ -16,154 +16,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from ttft.gateway.errors import GatewayError, error_body
+from ttft.gateway.http_response import Response
+from ttft.gateway.http_wire import Request, parse_head, plain_head
 
 log = logging.getLogger("ttft.gateway")
 
 _clock = time.perf_counter_ns
-_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-_REASONS = {
-    100: "Continue", 200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-    405: "Method Not Allowed", 408: "Request Timeout", 411: "Length Required",
-    413: "Content Too Large", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
-    500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway",
-    503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported",
-}
 # While a response is being written the client may already send its next request (pipelining):
 # hold at most this much beyond one full request before we stop reading from it.
 _PIPELINE_SLACK = 64 * 1024
 
 
-@dataclass(slots=True)
-class Request:
-    method: str
-    path: str
-    query: str
-    version: str
-    headers: dict[str, str]  # names lower-cased; repeated headers comma-joined
-    body: bytes
-    received_ns: int  # perf_counter_ns when the request's first bytes arrived
-    peer: str
-
-
-Handler = Callable[[Request, "Response"], Awaitable[None]]
-
-
-class Response:
-    """Writes one response. The head is held until the first body bytes, then sent with them."""
-
-    __slots__ = (
-        "_chunked", "_conn", "_head", "bytes_written", "finished", "head_sent", "keep_alive",
-        "on_pause", "status",
-    )
-
-    def __init__(self, conn: _Connection, keep_alive: bool) -> None:
-        self._conn = conn
-        self._head = b""
-        self._chunked = False
-        self.keep_alive = keep_alive
-        self.status: int | None = None
-        self.head_sent = False
-        self.finished = False
-        self.bytes_written = 0
-        # Called with True when the client's socket buffer is full and False when it drained:
-        # a proxy stops reading its upstream meanwhile, so nothing piles up in memory.
-        self.on_pause: Callable[[bool], None] | None = None
-
-    @property
-    def started(self) -> bool:
-        return self.status is not None
-
-    @property
-    def client_gone(self) -> bool:
-        return self._conn.closed
-
-    @property
-    def paused(self) -> bool:
-        return self._conn.write_paused
-
-    def send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
-        """A complete response with a ``Content-Length``."""
-        self.start(status, headers, length=len(body))
-        self._write(self._head + body)
-        self._head = b""
-        self.head_sent = True
-        self.bytes_written += len(body)
-        self._finish()
-
-    def send_error(self, error: GatewayError) -> None:
-        headers = [("Content-Type", "application/json"), *error.headers]
-        self.send(error.status, headers, error.body())
-
-    def start(
-        self, status: int, headers: list[tuple[str, str]], *, length: int | None = None
-    ) -> None:
-        """Prepare the head: ``length`` bytes follow, or (None) a streamed body of unknown size.
-
-        A stream is chunked for HTTP/1.1 clients and ends with the connection for HTTP/1.0 ones
-        (nginx's default ``proxy_http_version``), which cannot read chunked framing.
-        """
-        assert self.status is None, "response already started"
-        self.status = status
-        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}", "Server: ttft-gateway"]
-        lines.extend(f"{k}: {v}" for k, v in headers)
-        if length is not None:
-            lines.append(f"Content-Length: {length}")
-        elif self._conn.http11:
-            self._chunked = True
-            lines.append("Transfer-Encoding: chunked")
-        else:
-            self.keep_alive = False
-        if not self.keep_alive:
-            lines.append("Connection: close")
-        self._head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-    def write(self, data: bytes) -> None:
-        """Send body bytes now (with the head, the first time)."""
-        if not data or self.finished:
-            return
-        self.bytes_written += len(data)
-        if self._chunked:
-            data = b"%x\r\n%b\r\n" % (len(data), data)
-        if not self.head_sent:
-            data = self._head + data
-            self._head = b""
-            self.head_sent = True
-        self._write(data)
-
-    def end(self) -> None:
-        """The body is complete."""
-        if self.finished:
-            return
-        tail = b"0\r\n\r\n" if self._chunked else b""
-        if not self.head_sent:
-            tail = self._head + tail
-            self._head = b""
-            self.head_sent = True
-        if tail:
-            self._write(tail)
-        self._finish()
-
-    def abort(self) -> None:
-        """Drop the connection mid-response (the client sees an incomplete body)."""
-        self.finished = True
-        self.keep_alive = False
-        self._conn.abort()
-
-    def _write(self, data: bytes) -> None:
-        transport = self._conn.transport
-        if transport is not None and not self._conn.closed:
-            transport.write(data)
-
-    def _finish(self) -> None:
-        self.finished = True
-        if not self.keep_alive:
-            self._conn.close_after_write()
+Handler = Callable[[Request, Response], Awaitable[None]]
 
 
 class _Connection(asyncio.Protocol):
@@ -197,10 +65,11 @@ class _Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         if not self.server._opened(self):
-            body = error_body("too many open connections to the gateway", "server_error",
-                              "too_many_connections")
+            body = error_body(
+                "too many open connections to the gateway", "server_error", "too_many_connections"
+            )
             self._refused = True
-            transport.write(_plain_head(503, len(body), close=True) + body)
+            transport.write(plain_head(503, len(body), close=True) + body)
             self.server._lingering.add(self)
             self._linger()
             return
@@ -252,22 +121,31 @@ class _Connection(asyncio.Protocol):
         end = buf.find(b"\r\n\r\n")
         if end < 0:
             if len(buf) > self.server.max_header_bytes:
-                self._refuse(431, "request head larger than "
-                             f"{self.server.max_header_bytes} bytes", "header_too_large")
+                self._refuse(
+                    431,
+                    f"request head larger than {self.server.max_header_bytes} bytes",
+                    "header_too_large",
+                )
             return
         if end > self.server.max_header_bytes:
-            self._refuse(431, f"request head larger than {self.server.max_header_bytes} bytes",
-                         "header_too_large")
+            self._refuse(
+                431,
+                f"request head larger than {self.server.max_header_bytes} bytes",
+                "header_too_large",
+            )
             return
         try:
-            method, target, version, headers = _parse_head(bytes(buf[:end]))
+            method, target, version, headers = parse_head(bytes(buf[:end]))
         except ValueError as exc:
             self._refuse(400, f"malformed HTTP request: {exc}", "bad_http")
             return
         self.http11 = version == "HTTP/1.1"
         if "transfer-encoding" in headers:
-            self._refuse(411, "chunked request bodies are not accepted; send Content-Length",
-                         "length_required")
+            self._refuse(
+                411,
+                "chunked request bodies are not accepted; send Content-Length",
+                "length_required",
+            )
             return
         length_text = headers.get("content-length", "0")
         if not length_text.isdigit():
@@ -275,8 +153,12 @@ class _Connection(asyncio.Protocol):
             return
         length = int(length_text)
         if length > self.server.max_body_bytes:
-            self._refuse(413, f"request body of {length} bytes is over the gateway's limit of "
-                         f"{self.server.max_body_bytes} bytes", "body_too_large")
+            self._refuse(
+                413,
+                f"request body of {length} bytes is over the gateway's limit of "
+                f"{self.server.max_body_bytes} bytes",
+                "body_too_large",
+            )
             return
         total = end + 4 + length
         if len(buf) < total:
@@ -289,8 +171,9 @@ class _Connection(asyncio.Protocol):
         conn_tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
         keep_alive = ("close" not in conn_tokens) if self.http11 else ("keep-alive" in conn_tokens)
         path, _, query = target.partition("?")
-        request = Request(method, path, query, version, headers, body,
-                          self._request_started_ns, self.peer)
+        request = Request(
+            method, path, query, version, headers, body, self._request_started_ns, self.peer
+        )
         self._disarm()
         response = Response(self, keep_alive)
         self._response = response
@@ -306,8 +189,11 @@ class _Connection(asyncio.Protocol):
         except Exception:
             log.exception("unhandled error for %s %s", request.method, request.path)
             if not response.started and not self.closed:
-                response.send_error(GatewayError(500, "internal gateway error",
-                                                 type="server_error", code="internal_error"))
+                response.send_error(
+                    GatewayError(
+                        500, "internal gateway error", type="server_error", code="internal_error"
+                    )
+                )
             else:
                 response.abort()
         finally:
@@ -332,7 +218,7 @@ class _Connection(asyncio.Protocol):
         self._refused = True
         body = error_body(message, "invalid_request_error", code)
         if self.transport is not None and not self.closed:
-            self.transport.write(_plain_head(status, len(body), close=True) + body)
+            self.transport.write(plain_head(status, len(body), close=True) + body)
         self._buf.clear()
         self._linger()
 
@@ -375,8 +261,11 @@ class _Connection(asyncio.Protocol):
 
     def _read_expired(self) -> None:
         if self._task is None:
-            self._refuse(408, f"the request did not arrive within {self.server.read_timeout_s} s",
-                         "request_timeout")
+            self._refuse(
+                408,
+                f"the request did not arrive within {self.server.read_timeout_s} s",
+                "request_timeout",
+            )
 
     def _pause_reading(self) -> None:
         if not self._reading_paused and self.transport is not None:
@@ -395,48 +284,6 @@ class _Connection(asyncio.Protocol):
     def abort(self) -> None:
         if self.transport is not None:
             self.transport.abort()
-
-
-def _plain_head(status: int, length: int, *, close: bool) -> bytes:
-    lines = [
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
-        "Server: ttft-gateway",
-        "Content-Type: application/json",
-        f"Content-Length: {length}",
-    ]
-    if close:
-        lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-def _parse_head(raw: bytes) -> tuple[str, str, str, dict[str, str]]:
-    try:
-        text = raw.decode("latin-1")
-    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-        raise ValueError("undecodable head") from None
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3:
-        raise ValueError(f"bad request line {lines[0][:80]!r}")
-    method, target, version = parts
-    if not _TOKEN.match(method):
-        raise ValueError(f"bad method {method[:20]!r}")
-    if version not in ("HTTP/1.1", "HTTP/1.0"):
-        raise ValueError(f"unsupported version {version[:20]!r}")
-    if not target.startswith("/"):
-        raise ValueError("the target must be a path (this gateway is not a forward proxy)")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep or not _TOKEN.match(name):
-            raise ValueError(f"bad header line {line[:60]!r}")
-        key = name.lower()
-        value = value.strip(" \t")
-        if key == "content-length" and key in headers and headers[key] != value:
-            raise ValueError("conflicting Content-Length headers")
-        headers[key] = f"{headers[key]}, {value}" if key in headers and key != "content-length" \
-            else value
-    return method, target, version, headers
 
 
 class HttpServer:
@@ -537,3 +384,6 @@ class HttpServer:
         for conn in list(self.connections):
             conn.abort()
         self.connections.clear()
+
+
+__all__ = ["Handler", "HttpServer", "Request", "Response"]

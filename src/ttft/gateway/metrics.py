@@ -11,7 +11,21 @@ from collections.abc import Callable, Sequence
 
 # Seconds. Fine at the bottom: the gateway's own stages are sub-millisecond.
 LATENCY_BUCKETS = (
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
     60.0,
 )
 
@@ -133,46 +147,88 @@ class GatewayMetrics:
 
     def __init__(self) -> None:
         p = "ttft_gateway_"
-        self.requests = Counter(p + "requests_total", "Requests answered, by model, endpoint "
-                                "and status code.", ("model", "endpoint", "status"))
-        self.ttft = Histogram(p + "ttft_seconds", "Time from the request's first byte to the "
-                              "first content token written to the client.", ("model", "lane"))
-        self.queue = Histogram(p + "queue_seconds", "Time spent waiting for an upstream slot.",
-                               ("model", "lane"))
-        self.stage = Histogram(p + "stage_seconds", "Time in each gateway stage: template, "
-                               "tokenize, upstream_ttfb (to the upstream's first body byte).",
-                               ("model", "stage"))
-        self.prerender = Counter(p + "prerender_total", "Chat requests by pre-render outcome: "
-                                 "hit/miss of the template cache, full render, or bypass "
-                                 "(sent to the engine's chat endpoint) with the reason.",
-                                 ("model", "result", "reason"))
-        self.affinity = Counter(p + "affinity_total", "Routing decisions: hit (the prefix's "
-                                "replica), spill (over the load bound or down), none (no key).",
-                                ("model", "result"))
-        self.shed = Counter(p + "shed_total", "Requests refused by admission control.",
-                            ("model", "reason"))
-        self.upstream_errors = Counter(p + "upstream_errors_total", "Upstream failures by kind.",
-                                       ("upstream", "kind"))
-        self.hygiene = Counter(p + "hygiene_moves_total", "Dynamic spans moved out of system "
-                               "prompts, by detector kind.", ("model", "kind"))
-        self.retries = Counter(p + "retries_total", "Requests re-sent to another replica after "
-                               "a failure before any answer.", ("model",))
-        self.cancelled = Counter(p + "client_cancelled_total", "Requests whose client went away "
-                                 "before the answer ended (the upstream request is cancelled).",
-                                 ("model",))
+        self.requests = Counter(
+            p + "requests_total",
+            "Requests answered, by model, endpoint and status code.",
+            ("model", "endpoint", "status"),
+        )
+        self.ttft = Histogram(
+            p + "ttft_seconds",
+            "Time from the request's first byte to the first content token written to the client.",
+            ("model", "lane"),
+        )
+        self.queue = Histogram(
+            p + "queue_seconds", "Time spent waiting for an upstream slot.", ("model", "lane")
+        )
+        self.stage = Histogram(
+            p + "stage_seconds",
+            "Time in each gateway stage: template, "
+            "tokenize, upstream_ttfb (to the upstream's first body byte).",
+            ("model", "stage"),
+        )
+        self.prerender = Counter(
+            p + "prerender_total",
+            "Chat requests by pre-render outcome: "
+            "hit/miss of the template cache, full render, or bypass "
+            "(sent to the engine's chat endpoint) with the reason.",
+            ("model", "result", "reason"),
+        )
+        self.affinity = Counter(
+            p + "affinity_total",
+            "Routing decisions: hit (the prefix's "
+            "replica), spill (over the load bound or down), none (no key).",
+            ("model", "result"),
+        )
+        self.shed = Counter(
+            p + "shed_total", "Requests refused by admission control.", ("model", "reason")
+        )
+        self.upstream_errors = Counter(
+            p + "upstream_errors_total", "Upstream failures by kind.", ("upstream", "kind")
+        )
+        self.hygiene = Counter(
+            p + "hygiene_moves_total",
+            "Dynamic spans moved out of system prompts, by detector kind.",
+            ("model", "kind"),
+        )
+        self.retries = Counter(
+            p + "retries_total",
+            "Requests re-sent to another replica after a failure before any answer.",
+            ("model",),
+        )
+        self.cancelled = Counter(
+            p + "client_cancelled_total",
+            "Requests whose client went away "
+            "before the answer ended (the upstream request is cancelled).",
+            ("model",),
+        )
         self.in_flight = Gauge(p + "in_flight", "Requests at each upstream.", ("upstream",))
-        self.queued = Gauge(p + "queue_depth", "Requests waiting per upstream and lane.",
-                            ("upstream", "lane"))
-        self.healthy = Gauge(p + "upstream_healthy", "1 when the upstream passes health checks.",
-                             ("upstream",))
-        self.frames = Gauge(p + "prerender_cache_entries", "Static parts cached per model.",
-                            ("model",))
+        self.queued = Gauge(
+            p + "queue_depth", "Requests waiting per upstream and lane.", ("upstream", "lane")
+        )
+        self.healthy = Gauge(
+            p + "upstream_healthy", "1 when the upstream passes health checks.", ("upstream",)
+        )
+        self.frames = Gauge(
+            p + "prerender_cache_entries", "Static parts cached per model.", ("model",)
+        )
 
     def all(self) -> list[_Metric]:
         return [
-            self.requests, self.ttft, self.queue, self.stage, self.prerender, self.affinity,
-            self.shed, self.upstream_errors, self.hygiene, self.retries, self.cancelled,
-            self.in_flight, self.queued, self.healthy, self.frames,
+            self.requests,
+            self.ttft,
+            self.queue,
+            self.stage,
+            self.prerender,
+            self.affinity,
+            self.shed,
+            self.upstream_errors,
+            self.hygiene,
+            self.retries,
+            self.cancelled,
+            self.in_flight,
+            self.queued,
+            self.healthy,
+            self.frames,
         ]
 
     def render(self) -> bytes:

@@ -171,10 +171,12 @@ class Prerenderer:
             text = frame.prefix + body + frame.suffix
             static_text = frame.prefix
         else:
-            text = self._strip_bos(self.renderer.render(messages, add_generation_prompt=True,
-                                                        extra=kwargs))
-            static_text = frame.prefix if frame is not None and text.startswith(frame.prefix) \
-                else ""
+            text = self._strip_bos(
+                self.renderer.render(messages, add_generation_prompt=True, extra=kwargs)
+            )
+            static_text = (
+                frame.prefix if frame is not None and text.startswith(frame.prefix) else ""
+            )
         t1 = _clock()
         ids = self._tokenize(text, frame if cache != "full" else None)
         t2 = _clock()
@@ -185,8 +187,9 @@ class Prerenderer:
             n_tokens, exact = frame.static_tokens + round(rest / self.chars_per_token), False
         else:
             n_tokens, exact = round(len(text) / self.chars_per_token), False
-        return Rendered(text, ids, static_text, n_tokens, exact, cache, reason, t1 - t0, t2 - t1,
-                        frame)
+        return Rendered(
+            text, ids, static_text, n_tokens, exact, cache, reason, t1 - t0, t2 - t1, frame
+        )
 
     def render_full(
         self, messages: list[dict[str, Any]], kwargs: dict[str, Any] | None = None
@@ -203,7 +206,7 @@ class Prerenderer:
     # -- internals -------------------------------------------------------------------------
 
     def _strip_bos(self, text: str) -> str:
-        return text[len(self.bos):] if self.bos and text.startswith(self.bos) else text
+        return text[len(self.bos) :] if self.bos and text.startswith(self.bos) else text
 
     def _learn(self, static: list[dict[str, Any]], kwargs: dict[str, Any] | None) -> Frame | None:
         def render(content: str) -> str:
@@ -222,7 +225,7 @@ class Prerenderer:
         at = a.find(_SENTINEL_A)
         if at < 0 or a.count(_SENTINEL_A) != 1:
             return None
-        prefix, suffix = a[:at], a[at + len(_SENTINEL_A):]
+        prefix, suffix = a[:at], a[at + len(_SENTINEL_A) :]
         if b != prefix + _SENTINEL_B + suffix:
             return None  # the template does more with the content than place it once
         if c == prefix + padded + suffix:
@@ -254,7 +257,7 @@ class Prerenderer:
             return None
         if frame is None or frame.head_ids is None or frame.ids_state == "unsafe":
             return self.bos_ids + tok.encode(text)
-        ids = frame.head_ids + tok.encode(text[frame.cut:])
+        ids = frame.head_ids + tok.encode(text[frame.cut :])
         if frame.ids_state == "unchecked":
             whole = self.bos_ids + tok.encode(text)
             frame.ids_state = "safe" if whole == ids else "unsafe"

@@ -129,9 +129,7 @@ class Router:
             bound = math.ceil(self.load_factor * (total + 1) / len(usable))
             order = self.ring.walk(key)
             # "hit" means the key's first healthy replica, whatever the others are doing.
-            first = next(
-                (i for i in order if replicas[i].healthy and i not in exclude), None
-            )
+            first = next((i for i in order if replicas[i].healthy and i not in exclude), None)
             for i in order:
                 # A free slot means no queueing there: keep the affinity whatever the bound.
                 if i in usable and (replicas[i].has_free_slot or replicas[i].load < bound):

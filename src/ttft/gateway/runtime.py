@@ -100,30 +100,41 @@ class ModelRuntime:
         return sum(1 for r in self.replicas if r.healthy)
 
 
-def build_runtime(config: GatewayConfig, model: ModelConfig, metrics: GatewayMetrics) -> (
-    ModelRuntime
-):
+def build_runtime(
+    config: GatewayConfig, model: ModelConfig, metrics: GatewayMetrics
+) -> ModelRuntime:
     limits, admission = config.limits, config.admission
     replicas: list[Replica] = []
     for i, up in enumerate(model.upstreams):
         cap = up.max_in_flight or admission.max_in_flight
         pool = UpstreamPool(
-            up.host, up.port, use_tls=up.scheme == "https",
+            up.host,
+            up.port,
+            use_tls=up.scheme == "https",
             connect_timeout_s=limits.connect_timeout_s,
             idle_timeout_s=limits.upstream_idle_timeout_s,
             max_idle=max(16, 2 * cap),
         )
         host_header = up.host if ":" not in up.host else f"[{up.host}]"
         replica = Replica(
-            i, up, pool,
-            Admission(cap, admission.queue_size, split_lanes=admission.split_lanes,
-                      short_burst=admission.short_burst),
+            i,
+            up,
+            pool,
+            Admission(
+                cap,
+                admission.queue_size,
+                split_lanes=admission.split_lanes,
+                short_burst=admission.short_burst,
+            ),
             f"{host_header}:{up.port}",
         )
         replicas.append(replica)
         _track(metrics, replica)
-    router = Router([r.name for r in replicas], virtual_nodes=config.routing.virtual_nodes,
-                    load_factor=config.routing.load_factor)
+    router = Router(
+        [r.name for r in replicas],
+        virtual_nodes=config.routing.virtual_nodes,
+        load_factor=config.routing.load_factor,
+    )
     runtime = ModelRuntime(model, replicas, router)
     metrics.frames.track(
         lambda: float(runtime.prerenderer.cached_frames) if runtime.prerenderer else 0.0,
@@ -229,29 +240,35 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
         text = data.get("chat_template")
         if not isinstance(text, str) or not text:
             raise TtftError(f"{source.name}/props has no chat_template")
-        special = {k: str(data[k]) for k in ("bos_token", "eos_token")
-                   if isinstance(data.get(k), str)}
+        special = {
+            k: str(data[k]) for k in ("bos_token", "eos_token") if isinstance(data.get(k), str)
+        }
         template = ChatTemplate(text, f"GET {source.name}/props (chat_template)", special)
     else:
         from ttft.lint.prompts_sources import load_template
 
         template = load_template(Path(model.chat_template))
     if "<think>" in template.source or "reasoning_content" in template.source:
-        return ("disabled (a reasoning template: the engine's chat endpoint splits the answer "
-                "into reasoning and content, a completions answer cannot)")
+        return (
+            "disabled (a reasoning template: the engine's chat endpoint splits the answer "
+            "into reasoning and content, a completions answer cannot)"
+        )
     tokenizer = None
     if model.tokenizer:
         from ttft.workload.hf_tokenizer import HFTokenizer
 
         tokenizer = HFTokenizer.from_file(Path(model.tokenizer))
     pre = Prerenderer(
-        template, tokenizer=tokenizer, strip_bos=llama,
+        template,
+        tokenizer=tokenizer,
+        strip_bos=llama,
         chars_per_token=config.limits.chars_per_token,
         max_entries=config.limits.prerender_cache_entries,
     )
     if llama:
-        answer = await _first_json(runtime, "POST", "/apply-template", {"messages": _PROBE},
-                                   prefer=source)
+        answer = await _first_json(
+            runtime, "POST", "/apply-template", {"messages": _PROBE}, prefer=source
+        )
         if answer is None:
             return None
         _, data = answer
@@ -259,17 +276,21 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
         mine = pre.render_full(_PROBE)
         fast = pre.render(_PROBE).text
         if expected != mine or fast != mine:
-            return (f"disabled (the template rendered here differs from {answer[0].name}'s "
-                    "POST /apply-template on a probe conversation)")
+            return (
+                f"disabled (the template rendered here differs from {answer[0].name}'s "
+                "POST /apply-template on a probe conversation)"
+            )
         if model.check_prefix_reuse:
             reuse = await _completions_reuse_prefix(answer[0])
             if reuse is None:
                 return None
             if not reuse:
-                return (f"disabled ({answer[0].name} does not reuse a shared prefix on its "
-                        "completions endpoint, only on its chat endpoint: a sliding-window "
-                        "model served without --swa-full; start llama-server with --swa-full "
-                        "to pre-render)")
+                return (
+                    f"disabled ({answer[0].name} does not reuse a shared prefix on its "
+                    "completions endpoint, only on its chat endpoint: a sliding-window "
+                    "model served without --swa-full; start llama-server with --swa-full "
+                    "to pre-render)"
+                )
     runtime.prerenderer = pre
     if tokenizer is None and llama:
         pre.on_new_frame = lambda frame: _count_prefix_later(runtime, frame)
@@ -284,7 +305,8 @@ async def _completions_reuse_prefix(replica: Replica) -> bool | None:
     that share a prefix then reuse nothing. Two short prompts tell.
     """
     shared = f"ttft gateway prefix probe {uuid.uuid4().hex}: " + " ".join(
-        f"item {i} is on shelf {i % 7}." for i in range(24))
+        f"item {i} is on shelf {i % 7}." for i in range(24)
+    )
     cached = 0
     # Tails as long as a user question: an engine may keep a checkpoint a few tokens before
     # the end of each prompt, which a one-word difference would still hit.
@@ -335,8 +357,9 @@ def _count_prefix_later(runtime: ModelRuntime, frame: Any) -> None:
         if replica is None:
             return
         try:
-            status, raw = await fetch(replica, "POST", "/tokenize",
-                                      {"content": frame.prefix, "add_special": True})
+            status, raw = await fetch(
+                replica, "POST", "/tokenize", {"content": frame.prefix, "add_special": True}
+            )
             if status == 200:
                 frame.static_tokens = len(json.loads(raw).get("tokens", []))
         except (RequestFailed, TimeoutError, OSError, ValueError, AttributeError):

@@ -80,7 +80,8 @@ class GatewayThread:
             try:
                 self.gateway = Gateway(self.config)
                 self.loop.run_until_complete(
-                    self.gateway.start(wait_prerender_s=self.wait_prerender_s))
+                    self.gateway.start(wait_prerender_s=self.wait_prerender_s)
+                )
             except BaseException as exc:
                 error.append(exc)
                 ready.set()
@@ -98,7 +99,9 @@ class GatewayThread:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         if self.gateway is not None:

@@ -81,7 +81,8 @@ class ForwardSink:
         length = head.headers.get("content-length")
         # The upstream's length holds only for the bytes it sent: not if we decoded them.
         framed = (
-            length is not None and length.isdigit()
+            length is not None
+            and length.isdigit()
             and "chunked" not in head.tokens("transfer-encoding")
             and not head.tokens("content-encoding") - {"identity"}
         )

@@ -17,8 +17,7 @@ _DONE = b"data: [DONE]\n\n"
 
 
 def _dump(obj: Any) -> bytes:
-    return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + \
-        b"\n\n"
+    return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
 
 
 class ChatStreamTranslator:
@@ -38,8 +37,9 @@ class ChatStreamTranslator:
             return b"data: " + data.encode() + b"\n\n"  # not ours to judge: pass it on
         if not isinstance(chunk, dict) or "error" in chunk or "choices" not in chunk:
             return b"data: " + data.encode() + b"\n\n"
-        base = {k: v for k, v in chunk.items()
-                if k not in ("choices", "usage", "timings", "object")}
+        base = {
+            k: v for k, v in chunk.items() if k not in ("choices", "usage", "timings", "object")
+        }
         base["object"] = "chat.completion.chunk"
         out = bytearray()
         usage = chunk.get("usage")
@@ -50,15 +50,32 @@ class ChatStreamTranslator:
             finish = choice.get("finish_reason")
             if (text or finish) and not self.role_sent:
                 self.role_sent = True
-                out += _dump({"choices": [{"finish_reason": None, "index": index,
-                                           "delta": {"role": "assistant", "content": None}}],
-                              **base})
+                out += _dump(
+                    {
+                        "choices": [
+                            {
+                                "finish_reason": None,
+                                "index": index,
+                                "delta": {"role": "assistant", "content": None},
+                            }
+                        ],
+                        **base,
+                    }
+                )
             if text:
-                out += _dump({"choices": [{"finish_reason": None, "index": index,
-                                           "delta": {"content": text}}], **base})
+                out += _dump(
+                    {
+                        "choices": [
+                            {"finish_reason": None, "index": index, "delta": {"content": text}}
+                        ],
+                        **base,
+                    }
+                )
             if finish:
-                final: dict[str, Any] = {"choices": [{"finish_reason": finish, "index": index,
-                                                      "delta": {}}], **base}
+                final: dict[str, Any] = {
+                    "choices": [{"finish_reason": finish, "index": index, "delta": {}}],
+                    **base,
+                }
                 if timings is not None and not (self.include_usage and usage is not None):
                     final["timings"] = timings
                 out += _dump(final)

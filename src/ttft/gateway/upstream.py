@@ -202,10 +202,12 @@ class UpstreamPool:
             # One timer per idle period, re-armed from the last read: no work per byte.
             silent_ns = _clock() - conn.last_rx_ns
             if silent_ns >= limit_ns:
-                conn._fail(RequestFailed(
-                    errors.TIMEOUT,
-                    f"{self.host}:{self.port} sent nothing for {self.idle_timeout_s:.0f} s",
-                ))
+                conn._fail(
+                    RequestFailed(
+                        errors.TIMEOUT,
+                        f"{self.host}:{self.port} sent nothing for {self.idle_timeout_s:.0f} s",
+                    )
+                )
             else:
                 timers[0] = loop.call_later((limit_ns - silent_ns) / 1e9, watchdog)
 
@@ -221,8 +223,12 @@ class UpstreamPool:
         now = asyncio.get_running_loop().time()
         while self._idle and not fresh:
             conn = self._idle.pop()  # the most recently used: the least likely to be stale
-            if conn.closed or conn.transport is None or conn.transport.is_closing() \
-                    or now > conn.reuse_until:
+            if (
+                conn.closed
+                or conn.transport is None
+                or conn.transport.is_closing()
+                or now > conn.reuse_until
+            ):
                 conn.abort()
                 continue
             self.stats.reused += 1
@@ -256,7 +262,10 @@ class UpstreamPool:
         try:
             async with asyncio.timeout(self.connect_timeout_s):
                 _, conn = await loop.create_connection(
-                    UpstreamConnection, self.host, self.port, ssl=self._ssl,
+                    UpstreamConnection,
+                    self.host,
+                    self.port,
+                    ssl=self._ssl,
                     server_hostname=self.host if self._ssl is not None else None,
                     family=socket.AF_UNSPEC,
                 )

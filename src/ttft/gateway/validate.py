@@ -59,8 +59,11 @@ def check_common(body: dict[str, Any]) -> tuple[bool, int]:
         value = body.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise bad_request(f"'{name}' must be an integer, not {_kind(value)}", name)
-        if name in ("max_tokens", "max_completion_tokens", "n") and isinstance(value, int) \
-                and value < 0:
+        if (
+            name in ("max_tokens", "max_completion_tokens", "n")
+            and isinstance(value, int)
+            and value < 0
+        ):
             raise bad_request(f"'{name}' must not be negative", name)
     for name in _NUMBER_FIELDS:
         value = body.get(name)
@@ -114,12 +117,18 @@ def check_prompt(body: dict[str, Any]) -> str | list[Any]:
         raise bad_request("'prompt' is required", "prompt")
     if isinstance(prompt, str):
         return prompt
-    if isinstance(prompt, list) and prompt and (
-        all(isinstance(x, int) and not isinstance(x, bool) for x in prompt)
-        or all(isinstance(x, str) for x in prompt)
+    if (
+        isinstance(prompt, list)
+        and prompt
+        and (
+            all(isinstance(x, int) and not isinstance(x, bool) for x in prompt)
+            or all(isinstance(x, str) for x in prompt)
+        )
     ):
         return prompt
     raise GatewayError(
-        400, "'prompt' must be a string, an array of strings or an array of token ids",
-        param="prompt", code="invalid_request",
+        400,
+        "'prompt' must be a string, an array of strings or an array of token ids",
+        param="prompt",
+        code="invalid_request",
     )

@@ -37,19 +37,23 @@ def nginx() -> str:
 
 @pytest.mark.parametrize("encoding", ["identity", "gzip"])
 def test_events_leave_nginx_as_they_come_with_nginx_defaults(nginx: str, encoding: str) -> None:
-    with scripted(first_token_delay_ms=50, token_interval_ms=60, n_tokens=6) as up, \
-            gateway_for([up.base_url]) as gw, run_nginx(DEFAULTS, gw.url, nginx=nginx) as front:
+    with (
+        scripted(first_token_delay_ms=50, token_interval_ms=60, n_tokens=6) as up,
+        gateway_for([up.base_url]) as gw,
+        run_nginx(DEFAULTS, gw.url, nginx=nginx) as front,
+    ):
         host, port = front.removeprefix("http://").split(":")
-        raw = json.dumps({"messages": [{"role": "user", "content": "hi"}],
-                          "stream": True}).encode()
+        raw = json.dumps({"messages": [{"role": "user", "content": "hi"}], "stream": True}).encode()
         reads: list[float] = []
         with socket.create_connection((host, int(port))) as sock:
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                         b"application/json\r\nAccept-Encoding: %b\r\nConnection: close\r\n"
-                         b"Content-Length: %d\r\n\r\n%b" % (encoding.encode(), len(raw), raw))
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                b"application/json\r\nAccept-Encoding: %b\r\nConnection: close\r\n"
+                b"Content-Length: %d\r\n\r\n%b" % (encoding.encode(), len(raw), raw)
+            )
             sock.settimeout(10)
             start = time.monotonic()
-            while data := sock.recv(65536):
+            while sock.recv(65536):
                 reads.append(time.monotonic() - start)
     # ~6 x 60 ms of tokens: reads spread over the stream, not one burst at its end.
     assert len(reads) >= 4, reads

@@ -10,15 +10,20 @@ RUN = [sys.executable, "-c", "from ttft.cli.main import main; main()", "gateway"
 
 
 def ttft_gateway(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*RUN, *args], capture_output=True, text=True, timeout=60,
-                          check=False)
+    return subprocess.run([*RUN, *args], capture_output=True, text=True, timeout=60, check=False)
 
 
 def test_help_shows_the_main_options() -> None:
     out = ttft_gateway("--help")
     assert out.returncode == 0
-    for option in ("--config", "--upstream", "--listen", "--api-key", "--no-prerender",
-                   "--long-prompt-tokens"):
+    for option in (
+        "--config",
+        "--upstream",
+        "--listen",
+        "--api-key",
+        "--no-prerender",
+        "--long-prompt-tokens",
+    ):
         assert option in out.stdout
 
 
@@ -59,8 +64,11 @@ def test_sigterm_lets_a_running_stream_finish_then_exits() -> None:
 
     port = free_loopback_port()
     with scripted(first_token_delay_ms=50, token_interval_ms=50, n_tokens=10) as up:
-        proc = subprocess.Popen([*RUN, "--upstream", up.base_url, "--listen",
-                                 f"127.0.0.1:{port}"], stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [*RUN, "--upstream", up.base_url, "--listen", f"127.0.0.1:{port}"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
@@ -70,8 +78,9 @@ def test_sigterm_lets_a_running_stream_finish_then_exits() -> None:
                 except OSError:
                     time.sleep(0.05)
             body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
-            with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions",
-                              json=body, timeout=30) as r:
+            with httpx.stream(
+                "POST", f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=30
+            ) as r:
                 lines = []
                 for line in r.iter_lines():
                     lines.append(line)

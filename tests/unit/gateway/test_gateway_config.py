@@ -33,7 +33,7 @@ def test_upstreams_mix_urls_and_tables_and_lose_a_trailing_v1(tmp_path: Path) ->
     path.write_text(
         'listen = "0.0.0.0:9000"\n'
         "[admission]\nmax_in_flight = 2\nqueue_timeout_s = 5\n"
-        "[[model]]\nname = \"a\"\n"
+        '[[model]]\nname = "a"\n'
         'upstreams = ["http://h1:8080/v1/", { url = "http://h2:8080", prerender = false, '
         "max_in_flight = 1 }]\n"
     )
@@ -55,8 +55,10 @@ def test_upstreams_mix_urls_and_tables_and_lose_a_trailing_v1(tmp_path: Path) ->
         ({"model": [{"name": "m", "upstreams": ["ftp://h:1"]}]}, "not an http(s) URL"),
         ({"model": [{"name": "m", "upstreams": ["http://h:1", "http://h:1/v1"]}]}, "twice"),
         ({"model": [{"name": "m", "upstreams": ["http://h:1"], "engine": "x"}]}, "unknown engine"),
-        ({"model": [{"name": "m", "upstreams": ["http://h:1"], "prerender": "yes"}]},
-         "expected true or false"),
+        (
+            {"model": [{"name": "m", "upstreams": ["http://h:1"], "prerender": "yes"}]},
+            "expected true or false",
+        ),
         ({**MINIMAL, "admission": {"max_in_flight": 0}}, "at least 1"),
         ({**MINIMAL, "admission": {"queue_size": -1}}, "whole number"),
         ({**MINIMAL, "admission": {"quue_size": 3}}, "unknown key 'quue_size'"),

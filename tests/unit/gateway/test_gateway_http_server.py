@@ -32,9 +32,11 @@ def exchange(port: int, raw: bytes, *, timeout_s: float = 5.0) -> bytes:
 
 def test_keep_alive_carries_pipelined_requests_in_order() -> None:
     with http_server(echo) as (_, port, _):
-        raw = (b"GET /a?x=1 HTTP/1.1\r\nHost: h\r\n\r\n"
-               b"POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello"
-               b"GET /c HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        raw = (
+            b"GET /a?x=1 HTTP/1.1\r\nHost: h\r\n\r\n"
+            b"POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello"
+            b"GET /c HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+        )
         out = exchange(port, raw)
     assert out.count(b"HTTP/1.1 200 OK") == 3
     assert out.index(b"GET /a?x=1 0") < out.index(b"POST /b? 5") < out.index(b"GET /c? 0")
@@ -123,8 +125,10 @@ def test_a_client_that_disconnects_cancels_its_handler() -> None:
 
 
 def test_connections_over_the_limit_get_503_and_are_closed() -> None:
-    with http_server(echo, max_connections=1) as (_, port, server), \
-            socket.create_connection(("127.0.0.1", port)):
+    with (
+        http_server(echo, max_connections=1) as (_, port, server),
+        socket.create_connection(("127.0.0.1", port)),
+    ):
         time.sleep(0.05)
         out = exchange(port, b"GET / HTTP/1.1\r\n\r\n")
         assert out.startswith(b"HTTP/1.1 503 ") and b"too_many_connections" in out

@@ -7,8 +7,10 @@ from ttft.gateway.hygiene import move_dynamic
 
 def test_a_timestamp_line_moves_to_the_end_of_the_last_user_message() -> None:
     messages = [
-        {"role": "system", "content": "You are helpful.\nCurrent time: 2026-03-15 14:22:31\n"
-                                      "Answer in English."},
+        {
+            "role": "system",
+            "content": "You are helpful.\nCurrent time: 2026-03-15 14:22:31\nAnswer in English.",
+        },
         {"role": "user", "content": "What day is it?"},
     ]
     moved, kinds = move_dynamic(messages)
@@ -21,8 +23,10 @@ def test_a_timestamp_line_moves_to_the_end_of_the_last_user_message() -> None:
 
 def test_two_requests_that_differ_only_in_ids_share_a_system_prompt_after_the_move() -> None:
     def request(rid: str) -> list[dict[str, str]]:
-        return [{"role": "system", "content": f"request_id=req_{rid}\nBe brief."},
-                {"role": "user", "content": "hi"}]
+        return [
+            {"role": "system", "content": f"request_id=req_{rid}\nBe brief."},
+            {"role": "user", "content": "hi"},
+        ]
 
     a, _ = move_dynamic(request("a81f93c2d1"))
     b, _ = move_dynamic(request("77bd09e4aa"))
@@ -30,7 +34,9 @@ def test_two_requests_that_differ_only_in_ids_share_a_system_prompt_after_the_mo
 
 
 def test_clean_prompts_and_user_content_are_left_alone() -> None:
-    messages = [{"role": "system", "content": "Be brief."},
-                {"role": "user", "content": "It is 2026-03-15 14:22:31 here."}]
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "It is 2026-03-15 14:22:31 here."},
+    ]
     moved, kinds = move_dynamic(messages)
     assert kinds == [] and moved is messages

@@ -25,7 +25,12 @@ def test_label_values_are_escaped() -> None:
 
 def test_the_exposition_announces_every_metric_once() -> None:
     text = GatewayMetrics().render().decode()
-    for name in ("ttft_gateway_ttft_seconds", "ttft_gateway_queue_seconds",
-                 "ttft_gateway_prerender_total", "ttft_gateway_affinity_total",
-                 "ttft_gateway_shed_total", "ttft_gateway_upstream_errors_total"):
+    for name in (
+        "ttft_gateway_ttft_seconds",
+        "ttft_gateway_queue_seconds",
+        "ttft_gateway_prerender_total",
+        "ttft_gateway_affinity_total",
+        "ttft_gateway_shed_total",
+        "ttft_gateway_upstream_errors_total",
+    ):
         assert text.count(f"# TYPE {name} ") == 1

@@ -55,8 +55,15 @@ def make(source: str, **kwargs: Any) -> Prerenderer:
 @pytest.mark.parametrize("source", [CHATML, GEMMA, BRANCHY, TWICE])
 @pytest.mark.parametrize(
     "user",
-    ["And 3+3?", "  padded with spaces \n", "", "multi\nline\n\ncontent", "ünïcödé ✓",
-     "<tool_response>x", "<|im_start|>user\nnested"],
+    [
+        "And 3+3?",
+        "  padded with spaces \n",
+        "",
+        "multi\nline\n\ncontent",
+        "ünïcödé ✓",
+        "<tool_response>x",
+        "<|im_start|>user\nnested",
+    ],
 )
 def test_every_render_equals_the_full_template_render(source: str, user: str) -> None:
     pre = make(source)
@@ -137,7 +144,7 @@ class SplitSensitive:
         out: list[int] = []
         i = 0
         while i < len(text):
-            piece = text[i:i + 2] if text[i:i + 2] == "\n<" else text[i]
+            piece = text[i : i + 2] if text[i : i + 2] == "\n<" else text[i]
             out.append(self.vocab.setdefault(piece, len(self.vocab)))
             i += len(piece)
         return out
@@ -173,10 +180,18 @@ def test_a_real_tokenizer_json_gives_ids_equal_to_tokenizing_the_whole_prompt(
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    corpus = ["<|im_start|>system\nYou are terse.<|im_end|>\n", "What is 2+2? And 3+3?",
-              "Line one of a long system prompt.\n" * 3, "ünïcödé ✓ question answer"] * 20
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<bos>", "<unk>", "<|im_start|>", "<|im_end|>"]))
+    corpus = [
+        "<|im_start|>system\nYou are terse.<|im_end|>\n",
+        "What is 2+2? And 3+3?",
+        "Line one of a long system prompt.\n" * 3,
+        "ünïcödé ✓ question answer",
+    ] * 20
+    tok.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=300, special_tokens=["<bos>", "<unk>", "<|im_start|>", "<|im_end|>"]
+        ),
+    )
     path = tmp_path / "tokenizer.json"
     tok.save(str(path))
     hf = HFTokenizer.from_file(path)

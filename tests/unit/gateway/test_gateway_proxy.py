@@ -27,9 +27,12 @@ def stream_with_times(url: str, body: dict[str, Any], **headers: str) -> list[tu
     """Raw socket reads of one streamed request, each stamped on arrival."""
     host, port = url.removeprefix("http://").split(":")
     raw = json.dumps(body).encode()
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: "
-            f"application/json\r\nContent-Length: {len(raw)}\r\nConnection: close\r\n"
-            + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: "
+        f"application/json\r\nContent-Length: {len(raw)}\r\nConnection: close\r\n"
+        + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        + "\r\n"
+    ).encode()
     reads: list[tuple[int, bytes]] = []
     with socket.create_connection((host, int(port))) as sock:
         sock.sendall(head + raw)
@@ -45,8 +48,12 @@ def stream_with_times(url: str, body: dict[str, Any], **headers: str) -> list[tu
 def test_each_event_reaches_the_client_when_the_upstream_writes_it(
     chat_body: dict[str, Any],
 ) -> None:
-    script = Script(first_token_delay_ms=60, token_interval_ms=40, n_tokens=6,
-                    tokens=tuple(f" tok{i}" for i in range(6)))
+    script = Script(
+        first_token_delay_ms=60,
+        token_interval_ms=40,
+        n_tokens=6,
+        tokens=tuple(f" tok{i}" for i in range(6)),
+    )
     with scripted(script) as up, gateway_for([up.base_url]) as gw:
         reads = stream_with_times(gw.url, chat_body, **{"Accept-Encoding": "gzip"})
         log = up.snapshot().logs[-1]
@@ -69,8 +76,10 @@ def test_each_event_reaches_the_client_when_the_upstream_writes_it(
 
 
 def test_the_client_key_is_required_when_keys_are_configured(chat_body: dict[str, Any]) -> None:
-    with scripted(first_token_delay_ms=1) as up, \
-            gateway_for([up.base_url], api_keys=["sk-right"]) as gw:
+    with (
+        scripted(first_token_delay_ms=1) as up,
+        gateway_for([up.base_url], api_keys=["sk-right"]) as gw,
+    ):
         url = gw.url + "/v1/chat/completions"
         missing = httpx.post(url, json=chat_body)
         wrong = httpx.post(url, json=chat_body, headers={"Authorization": "Bearer sk-wrong"})
@@ -98,24 +107,53 @@ def test_bad_input_gets_a_clear_4xx_and_the_gateway_keeps_serving() -> None:
         (json.dumps({"model": "m"}).encode(), 400, "'messages' is required"),
         (json.dumps({"model": "m", "messages": "hi"}).encode(), 400, "non-empty array"),
         (json.dumps({"model": "m", "messages": [{"content": "x"}]}).encode(), 400, "role"),
-        (json.dumps({"model": "m", "messages": [{"role": "wizard", "content": "x"}]}).encode(),
-         400, "expected one of"),
-        (json.dumps({"model": "m", "messages": [{"role": "user", "content": 5}]}).encode(),
-         400, "content"),
-        (json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}],
-                     "max_tokens": "ten"}).encode(), 400, "'max_tokens' must be an integer"),
-        (json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}],
-                     "temperature": [1]}).encode(), 400, "'temperature' must be a number"),
-        (json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}],
-                     "priority": "high"}).encode(), 400, "'priority' must be an integer"),
-        (json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}],
-                     "stream": "yes"}).encode(), 400, "'stream' must be true or false"),
+        (
+            json.dumps({"model": "m", "messages": [{"role": "wizard", "content": "x"}]}).encode(),
+            400,
+            "expected one of",
+        ),
+        (
+            json.dumps({"model": "m", "messages": [{"role": "user", "content": 5}]}).encode(),
+            400,
+            "content",
+        ),
+        (
+            json.dumps(
+                {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": "ten"}
+            ).encode(),
+            400,
+            "'max_tokens' must be an integer",
+        ),
+        (
+            json.dumps(
+                {"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": [1]}
+            ).encode(),
+            400,
+            "'temperature' must be a number",
+        ),
+        (
+            json.dumps(
+                {"model": "m", "messages": [{"role": "user", "content": "x"}], "priority": "high"}
+            ).encode(),
+            400,
+            "'priority' must be an integer",
+        ),
+        (
+            json.dumps(
+                {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}
+            ).encode(),
+            400,
+            "'stream' must be true or false",
+        ),
     ]
     with scripted(first_token_delay_ms=1) as up, gateway_for([up.base_url]) as gw:
         with httpx.Client(base_url=gw.url) as client:
             for raw, status, needle in bad:
-                r = client.post("/v1/chat/completions", content=raw,
-                                headers={"Content-Type": "application/json"})
+                r = client.post(
+                    "/v1/chat/completions",
+                    content=raw,
+                    headers={"Content-Type": "application/json"},
+                )
                 assert r.status_code == status, (raw, r.text)
                 error = r.json()["error"]
                 assert needle in error["message"], (raw, error)
@@ -128,20 +166,24 @@ def test_bad_input_gets_a_clear_4xx_and_the_gateway_keeps_serving() -> None:
         ok = httpx.post(gw.url + "/v1/completions", json={"model": "m", "prompt": "x"})
         assert ok.status_code == 200 and "[DONE]" in ok.text
         time.sleep(0.1)
-        leftovers = gw.call(lambda g: (len(g.server.connections),
-                                       g.models["m"].replicas[0].admission.in_flight))
+        leftovers = gw.call(
+            lambda g: (len(g.server.connections), g.models["m"].replicas[0].admission.in_flight)
+        )
     assert leftovers == (0, 0)
 
 
 def test_a_full_queue_answers_429_with_retry_after(chat_body: dict[str, Any]) -> None:
-    with scripted(first_token_delay_ms=600, n_tokens=1) as up, gateway_for(
-        [up.base_url], admission={"max_in_flight": 1, "queue_size": 1, "queue_timeout_s": 8},
-    ) as gw:
+    with (
+        scripted(first_token_delay_ms=600, n_tokens=1) as up,
+        gateway_for(
+            [up.base_url],
+            admission={"max_in_flight": 1, "queue_size": 1, "queue_timeout_s": 8},
+        ) as gw,
+    ):
         results: list[httpx.Response] = []
 
         def one() -> None:
-            results.append(httpx.post(gw.url + "/v1/chat/completions", json=chat_body,
-                                      timeout=10))
+            results.append(httpx.post(gw.url + "/v1/chat/completions", json=chat_body, timeout=10))
 
         threads = [threading.Thread(target=one) for _ in range(3)]
         for t in threads:
@@ -159,11 +201,16 @@ def test_a_full_queue_answers_429_with_retry_after(chat_body: dict[str, Any]) ->
 
 
 def test_a_request_that_waits_past_the_queue_timeout_gets_503(chat_body: dict[str, Any]) -> None:
-    with scripted(first_token_delay_ms=800, n_tokens=1) as up, gateway_for(
-        [up.base_url], admission={"max_in_flight": 1, "queue_timeout_s": 0.2},
-    ) as gw:
-        first = threading.Thread(target=lambda: httpx.post(
-            gw.url + "/v1/chat/completions", json=chat_body, timeout=10))
+    with (
+        scripted(first_token_delay_ms=800, n_tokens=1) as up,
+        gateway_for(
+            [up.base_url],
+            admission={"max_in_flight": 1, "queue_timeout_s": 0.2},
+        ) as gw,
+    ):
+        first = threading.Thread(
+            target=lambda: httpx.post(gw.url + "/v1/chat/completions", json=chat_body, timeout=10)
+        )
         first.start()
         time.sleep(0.1)
         late = httpx.post(gw.url + "/v1/chat/completions", json=chat_body, timeout=10)
@@ -175,14 +222,18 @@ def test_a_request_that_waits_past_the_queue_timeout_gets_503(chat_body: dict[st
 def test_a_client_that_leaves_mid_stream_cancels_the_upstream_request(
     chat_body: dict[str, Any],
 ) -> None:
-    with scripted(first_token_delay_ms=10, token_interval_ms=100, n_tokens=100) as up, \
-            gateway_for([up.base_url]) as gw:
+    with (
+        scripted(first_token_delay_ms=10, token_interval_ms=100, n_tokens=100) as up,
+        gateway_for([up.base_url]) as gw,
+    ):
         before = up.open_connections
         host, port = gw.url.removeprefix("http://").split(":")
         raw = json.dumps(chat_body).encode()
         with socket.create_connection((host, int(port))) as sock:
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%b"
-                         % (len(raw), raw))
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%b"
+                % (len(raw), raw)
+            )
             sock.settimeout(5)
             assert b"data:" in sock.recv(65536)
             during = up.open_connections
@@ -190,8 +241,9 @@ def test_a_client_that_leaves_mid_stream_cancels_the_upstream_request(
         while up.open_connections >= during and time.monotonic() < deadline:
             time.sleep(0.02)
         after = up.open_connections
-        state = gw.call(lambda g: (g.models["m"].replicas[0].admission.in_flight,
-                                   g.metrics.cancelled.get("m")))
+        state = gw.call(
+            lambda g: (g.models["m"].replicas[0].admission.in_flight, g.metrics.cancelled.get("m"))
+        )
     assert during == before + 1 and after == before  # the upstream connection was closed
     assert state == (0, 1.0)
 
@@ -200,8 +252,11 @@ def test_an_upstream_dying_mid_stream_ends_the_stream_with_an_error_event(
     chat_body: dict[str, Any],
 ) -> None:
     broken = Script(first_token_delay_ms=5, token_interval_ms=5, n_tokens=10, close_after=3)
-    with scripted(broken) as bad, scripted(first_token_delay_ms=5) as good, \
-            gateway_for([bad.base_url, good.base_url], routing={"affinity": False}) as gw:
+    with (
+        scripted(broken) as bad,
+        scripted(first_token_delay_ms=5) as good,
+        gateway_for([bad.base_url, good.base_url], routing={"affinity": False}) as gw,
+    ):
         # Least-loaded with ties rotating: find the request that lands on the broken one.
         for _ in range(4):
             r = httpx.post(gw.url + "/v1/chat/completions", json=chat_body, timeout=10)
@@ -211,8 +266,10 @@ def test_an_upstream_dying_mid_stream_ends_the_stream_with_an_error_event(
         payloads = sse_payloads(r.text)
         assert json.loads(payloads[-1])["error"]["code"] == "upstream_error"
         assert "[DONE]" not in payloads
-        after = [httpx.post(gw.url + "/v1/chat/completions", json=chat_body, timeout=10)
-                 for _ in range(3)]
+        after = [
+            httpx.post(gw.url + "/v1/chat/completions", json=chat_body, timeout=10)
+            for _ in range(3)
+        ]
         health = httpx.get(gw.url + "/health").json()
     assert all(a.status_code == 200 and a.headers["x-ttft-replica"] == "1" for a in after)
     assert health["models"]["m"]["upstreams"][0]["healthy"] is False
@@ -224,12 +281,13 @@ def test_a_dead_upstream_is_skipped_and_a_refused_connection_is_retried_elsewher
     with socket.socket() as placeholder:
         placeholder.bind(("127.0.0.1", 0))
         dead_url = f"http://127.0.0.1:{placeholder.getsockname()[1]}"  # nothing listens
-    with scripted(first_token_delay_ms=1) as good, \
-            gateway_for([dead_url, good.base_url]) as gw:
+    with scripted(first_token_delay_ms=1) as good, gateway_for([dead_url, good.base_url]) as gw:
         # Pretend the dead one passed its last health check: the request finds out itself.
         gw.call(lambda g: setattr(g.models["m"].replicas[0], "healthy", True))
-        answers = [httpx.post(gw.url + "/v1/chat/completions", json=chat_body, timeout=10)
-                   for _ in range(4)]
+        answers = [
+            httpx.post(gw.url + "/v1/chat/completions", json=chat_body, timeout=10)
+            for _ in range(4)
+        ]
         metrics = httpx.get(gw.url + "/metrics").text
     assert all(a.status_code == 200 and a.headers["x-ttft-replica"] == "1" for a in answers)
     assert "ttft_gateway_upstream_errors_total" in metrics and 'kind="connect"' in metrics
@@ -247,13 +305,17 @@ def test_no_healthy_upstream_is_a_503(chat_body: dict[str, Any]) -> None:
 
 
 def test_non_streamed_answers_keep_their_length_and_errors_their_status() -> None:
-    with scripted(first_token_delay_ms=1, ignore_stream=True) as up, \
-            gateway_for([up.base_url]) as gw:
+    with (
+        scripted(first_token_delay_ms=1, ignore_stream=True) as up,
+        gateway_for([up.base_url]) as gw,
+    ):
         r = httpx.post(gw.url + "/v1/completions", json={"model": "m", "prompt": "x"})
         assert r.status_code == 200 and r.headers["content-length"] == str(len(r.content))
         assert "server-timing" in r.headers
-    with scripted(status=400, error_message="context too long") as up, \
-            gateway_for([up.base_url]) as gw:
+    with (
+        scripted(status=400, error_message="context too long") as up,
+        gateway_for([up.base_url]) as gw,
+    ):
         r = httpx.post(gw.url + "/v1/completions", json={"model": "m", "prompt": "x"})
         assert r.status_code == 400 and r.json()["error"]["message"] == "context too long"
 
@@ -265,8 +327,10 @@ def test_http10_clients_such_as_default_nginx_get_a_close_delimited_stream(
         host, port = gw.url.removeprefix("http://").split(":")
         raw = json.dumps(chat_body).encode()
         with socket.create_connection((host, int(port))) as sock:
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.0\r\nContent-Length: %d\r\n\r\n%b"
-                         % (len(raw), raw))
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.0\r\nContent-Length: %d\r\n\r\n%b"
+                % (len(raw), raw)
+            )
             out = read_response(sock)
     head, _, body = out.partition(b"\r\n\r\n")
     assert b"Transfer-Encoding" not in head and b"Connection: close" in head
@@ -276,23 +340,32 @@ def test_http10_clients_such_as_default_nginx_get_a_close_delimited_stream(
 def test_prerendered_chat_goes_to_completions_and_comes_back_as_chat(tmp_path: Any) -> None:
     template = tmp_path / "t.jinja"
     template.write_text("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<a>")
-    with scripted(first_token_delay_ms=1, n_tokens=3) as up, gateway_for(
-        [up.base_url],
-        model={"prerender": True, "engine": "vllm", "chat_template": str(template)},
-    ) as gw:
-        body = {"model": "m", "messages": [{"role": "system", "content": "s"},
-                                           {"role": "user", "content": "hi"}],
-                "stream": True, "stream_options": {"include_usage": True}}
+    with (
+        scripted(first_token_delay_ms=1, n_tokens=3) as up,
+        gateway_for(
+            [up.base_url],
+            model={"prerender": True, "engine": "vllm", "chat_template": str(template)},
+        ) as gw,
+    ):
+        body = {
+            "model": "m",
+            "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         r = httpx.post(gw.url + "/v1/chat/completions", json=body)
-        tools = httpx.post(gw.url + "/v1/chat/completions",
-                           json={**body, "tools": [{"type": "function"}]})
+        tools = httpx.post(
+            gw.url + "/v1/chat/completions", json={**body, "tools": [{"type": "function"}]}
+        )
         paths = [log.path for log in up.snapshot().logs]
         metrics = httpx.get(gw.url + "/metrics").text
     assert r.headers["x-ttft-prerendered"] == "1"
     chunks = [json.loads(p) for p in sse_payloads(r.text) if p != "[DONE]"]
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
-    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks
-                   if c["choices"]) == " t0 t1 t2"
+    assert (
+        "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+        == " t0 t1 t2"
+    )
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
     assert chunks[-1]["choices"] == [] and "usage" in chunks[-1]
     assert "x-ttft-prerendered" not in tools.headers  # tools: the engine's chat endpoint
@@ -302,8 +375,7 @@ def test_prerendered_chat_goes_to_completions_and_comes_back_as_chat(tmp_path: A
 
 @pytest.mark.parametrize("engine_path", ["/v1"])
 def test_upstream_urls_with_a_path_prefix_keep_it(engine_path: str) -> None:
-    with scripted(first_token_delay_ms=1) as up, \
-            gateway_for([up.base_url + engine_path]) as gw:
+    with scripted(first_token_delay_ms=1) as up, gateway_for([up.base_url + engine_path]) as gw:
         r = httpx.post(gw.url + "/v1/completions", json={"model": "m", "prompt": "x"})
     assert r.status_code == 200  # ".../v1" was taken as the server root, not doubled
 
@@ -333,8 +405,11 @@ def test_health_checks_take_a_dead_replica_out_and_bring_it_back(
     port = free_loopback_port()
     late_url = f"http://127.0.0.1:{port}"
     routing = {"health_interval_s": 0.1, "health_timeout_s": 0.5}
-    with scripted(first_token_delay_ms=1) as good, \
-            gateway_for([late_url, good.base_url], routing=routing) as gw:
+    with (
+        scripted(first_token_delay_ms=1) as good,
+        gateway_for([late_url, good.base_url], routing=routing) as gw,
+    ):
+
         def healthy() -> list[bool]:
             return list(gw.call(lambda g: [r.healthy for r in g.models["m"].replicas]))
 
@@ -344,8 +419,12 @@ def test_health_checks_take_a_dead_replica_out_and_bring_it_back(
             while healthy() != [True, True] and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert healthy() == [True, True]
-            served = {httpx.post(gw.url + "/v1/chat/completions", json=chat_body,
-                                 timeout=10).headers["x-ttft-replica"] for _ in range(6)}
+            served = {
+                httpx.post(gw.url + "/v1/chat/completions", json=chat_body, timeout=10).headers[
+                    "x-ttft-replica"
+                ]
+                for _ in range(6)
+            }
             assert served == {"0", "1"}  # back in routing
         deadline = time.monotonic() + 5
         while healthy() != [False, True] and time.monotonic() < deadline:
@@ -367,9 +446,13 @@ def recording(seen: list[tuple[str, dict[str, Any]]], **fields: Any) -> Iterator
 
 
 def test_hygiene_moves_dynamic_system_content_and_counts_it(chat_body: dict[str, Any]) -> None:
-    body = {**chat_body, "messages": [
-        {"role": "system", "content": "Be brief.\nCurrent time: 2026-03-15 14:22:31"},
-        {"role": "user", "content": "hi"}]}
+    body = {
+        **chat_body,
+        "messages": [
+            {"role": "system", "content": "Be brief.\nCurrent time: 2026-03-15 14:22:31"},
+            {"role": "user", "content": "hi"},
+        ],
+    }
     seen: list[tuple[str, dict[str, Any]]] = []
     with recording(seen) as up, gateway_for([up.base_url], model={"hygiene": True}) as gw:
         r = httpx.post(gw.url + "/v1/chat/completions", json=body)
@@ -377,14 +460,14 @@ def test_hygiene_moves_dynamic_system_content_and_counts_it(chat_body: dict[str,
     assert r.status_code == 200
     assert seen[-1][1]["messages"] == [
         {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "hi\n\nCurrent time: 2026-03-15 14:22:31"}]
+        {"role": "user", "content": "hi\n\nCurrent time: 2026-03-15 14:22:31"},
+    ]
     assert 'ttft_gateway_hygiene_moves_total{model="m",kind="timestamp"} 1' in metrics
 
 
 def test_priorities_order_the_queue_but_are_not_forwarded(chat_body: dict[str, Any]) -> None:
     seen: list[tuple[str, dict[str, Any]]] = []
-    with recording(seen) as up, gateway_for([up.base_url], model={"upstream_model": "m-7b"}
-                                            ) as gw:
+    with recording(seen) as up, gateway_for([up.base_url], model={"upstream_model": "m-7b"}) as gw:
         r = httpx.post(gw.url + "/v1/chat/completions", json={**chat_body, "priority": -5})
         raw = httpx.post(gw.url + "/v1/chat/completions", json={**chat_body, "model": "m"})
     assert r.status_code == 200 and raw.status_code == 200
@@ -394,15 +477,22 @@ def test_priorities_order_the_queue_but_are_not_forwarded(chat_body: dict[str, A
 
 def test_prerendered_requests_send_the_rendered_prompt(tmp_path: Any) -> None:
     template = tmp_path / "t.jinja"
-    template.write_text("{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}"
-                        "{% endfor %}<a>")
+    template.write_text(
+        "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<a>"
+    )
     seen: list[tuple[str, dict[str, Any]]] = []
-    with recording(seen, ignore_stream=True) as up, gateway_for([up.base_url], model={
-        "prerender": True, "engine": "sglang", "chat_template": str(template)},
-    ) as gw:
-        body = {"model": "m", "messages": [{"role": "system", "content": "s"},
-                                           {"role": "user", "content": "hi"}],
-                "max_completion_tokens": 3}
+    with (
+        recording(seen, ignore_stream=True) as up,
+        gateway_for(
+            [up.base_url],
+            model={"prerender": True, "engine": "sglang", "chat_template": str(template)},
+        ) as gw,
+    ):
+        body = {
+            "model": "m",
+            "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}],
+            "max_completion_tokens": 3,
+        }
         r = httpx.post(gw.url + "/v1/chat/completions", json=body)
     assert r.status_code == 200 and r.json()["object"] == "chat.completion"
     assert r.json()["choices"][0]["message"] == {"role": "assistant", "content": " t0 t1"}

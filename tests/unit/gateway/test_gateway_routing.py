@@ -27,7 +27,8 @@ def test_keys_hash_whole_leading_blocks_only() -> None:
     assert key != affinity_key([*ids[:150], 7, *ids[151:]], 64, 8, whole_if_short=False)
     # Past max_blocks nothing counts.
     assert affinity_key(ids, 64, 1, whole_if_short=False) == affinity_key(
-        ids[:64] + [9] * 100, 64, 1, whole_if_short=False)
+        ids[:64] + [9] * 100, 64, 1, whole_if_short=False
+    )
 
 
 def test_short_material_has_a_key_only_when_it_is_a_whole_static_prefix() -> None:
@@ -39,7 +40,8 @@ def test_short_material_has_a_key_only_when_it_is_a_whole_static_prefix() -> Non
 def test_text_blocks_are_four_characters_per_token() -> None:
     text = "x" * 256 + "tail"
     assert affinity_key(text, 64, 8, whole_if_short=False) == affinity_key(
-        "x" * 256 + "other", 64, 8, whole_if_short=False)
+        "x" * 256 + "other", 64, 8, whole_if_short=False
+    )
 
 
 def test_the_same_key_goes_to_the_same_replica_every_time() -> None:

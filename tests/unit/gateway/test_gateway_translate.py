@@ -19,26 +19,37 @@ def events(raw: bytes) -> list[Any]:
 
 
 def completion(text: str, finish: str | None = None, **extra: Any) -> str:
-    return json.dumps({"id": "c1", "object": "text_completion", "created": 1, "model": "m",
-                       "choices": [{"text": text, "index": 0, "logprobs": None,
-                                    "finish_reason": finish}], **extra})
+    return json.dumps(
+        {
+            "id": "c1",
+            "object": "text_completion",
+            "created": 1,
+            "model": "m",
+            "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}],
+            **extra,
+        }
+    )
 
 
 def test_the_first_text_comes_after_a_role_only_chunk_in_the_same_write() -> None:
     tr = ChatStreamTranslator(include_usage=False)
     first = events(tr.event(completion("Hello")))
     assert [e["choices"][0]["delta"] for e in first] == [
-        {"role": "assistant", "content": None}, {"content": "Hello"}]
+        {"role": "assistant", "content": None},
+        {"content": "Hello"},
+    ]
     assert all(e["object"] == "chat.completion.chunk" and e["id"] == "c1" for e in first)
     assert [e["choices"][0]["delta"] for e in events(tr.event(completion(" world")))] == [
-        {"content": " world"}]
+        {"content": " world"}
+    ]
 
 
 def test_the_finish_chunk_carries_timings_without_include_usage() -> None:
     tr = ChatStreamTranslator(include_usage=False)
     tr.event(completion("a"))
-    out = events(tr.event(completion("", "length", timings={"cache_n": 5},
-                                     usage={"prompt_tokens": 3})))
+    out = events(
+        tr.event(completion("", "length", timings={"cache_n": 5}, usage={"prompt_tokens": 3}))
+    )
     assert len(out) == 1
     assert out[0]["choices"][0] == {"finish_reason": "length", "index": 0, "delta": {}}
     assert out[0]["timings"] == {"cache_n": 5} and "usage" not in out[0]
@@ -47,8 +58,9 @@ def test_the_finish_chunk_carries_timings_without_include_usage() -> None:
 def test_include_usage_adds_a_chunk_without_choices() -> None:
     tr = ChatStreamTranslator(include_usage=True)
     tr.event(completion("a"))
-    out = events(tr.event(completion("", "stop", timings={"cache_n": 5},
-                                     usage={"prompt_tokens": 3})))
+    out = events(
+        tr.event(completion("", "stop", timings={"cache_n": 5}, usage={"prompt_tokens": 3}))
+    )
     assert out[0]["choices"][0]["finish_reason"] == "stop" and "timings" not in out[0]
     assert out[1]["choices"] == [] and out[1]["usage"] == {"prompt_tokens": 3}
     assert out[1]["timings"] == {"cache_n": 5}
@@ -58,8 +70,7 @@ def test_include_usage_adds_a_chunk_without_choices() -> None:
 def test_an_answer_with_no_text_still_gets_its_role_chunk() -> None:
     tr = ChatStreamTranslator(include_usage=False)
     out = events(tr.event(completion("", "length")))
-    assert [e["choices"][0]["delta"] for e in out] == [
-        {"role": "assistant", "content": None}, {}]
+    assert [e["choices"][0]["delta"] for e in out] == [{"role": "assistant", "content": None}, {}]
 
 
 def test_errors_and_unknown_payloads_pass_through_unchanged() -> None:
@@ -73,6 +84,11 @@ def test_a_non_streamed_completion_becomes_a_chat_completion() -> None:
     body = completion("Hi there", "stop", usage={"prompt_tokens": 3}).encode()
     out = json.loads(chat_response(body))
     assert out["object"] == "chat.completion"
-    assert out["choices"] == [{"finish_reason": "stop", "index": 0,
-                               "message": {"role": "assistant", "content": "Hi there"}}]
+    assert out["choices"] == [
+        {
+            "finish_reason": "stop",
+            "index": 0,
+            "message": {"role": "assistant", "content": "Hi there"},
+        }
+    ]
     assert out["usage"] == {"prompt_tokens": 3}

@@ -1,0 +1,232 @@
+"""Planning one completion request, before any I/O: which model, which lane, which key.
+
+Validates the fields the gateway reads, applies hygiene (opt-in), pre-renders chat requests when
+that cannot change the answer, and derives the prompt's token count (its lane) and its affinity
+key (the leading blocks of what a prefix cache can share).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ttft.core.errors import TtftError
+from ttft.gateway.admission import lane_for
+from ttft.gateway.config import GatewayConfig
+from ttft.gateway.errors import GatewayError, bad_request
+from ttft.gateway.http_wire import Request
+from ttft.gateway.metrics import GatewayMetrics
+from ttft.gateway.prerender import Rendered
+from ttft.gateway.routing import affinity_key
+from ttft.gateway.runtime import ModelRuntime
+from ttft.gateway.validate import check_common, check_messages, check_prompt
+
+CHAT, COMPLETIONS = "chat", "completions"
+PATHS = {CHAT: "/v1/chat/completions", COMPLETIONS: "/v1/completions"}
+# Chat fields whose meaning is the same on the completions endpoint; any other field (tools,
+# response_format, logprobs, reasoning options...) makes the request go to the chat endpoint.
+_PRERENDER_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "stream",
+        "stream_options",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "typical_p",
+        "seed",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "repeat_penalty",
+        "repeat_last_n",
+        "user",
+        "priority",
+        "n",
+        "cache_prompt",
+        "ignore_eos",
+        "logit_bias",
+        "mirostat",
+        "mirostat_tau",
+        "mirostat_eta",
+        "dynatemp_range",
+        "dynatemp_exponent",
+        "samplers",
+        "id_slot",
+    }
+)
+_PLAIN_ROLES = ("system", "user", "assistant")
+
+
+@dataclass(slots=True)
+class Plan:
+    runtime: ModelRuntime
+    endpoint: str
+    stream: bool
+    body: dict[str, Any]
+    raw: bytes
+    changed: bool
+    rendered: Rendered | None
+    bypass: str  # why a chat request is not pre-rendered ("" when it is, or for completions)
+    lane: str
+    priority: int
+    key: int | None
+    n_tokens: int
+    request_id: str | None
+
+
+class Planner:
+    def __init__(
+        self, config: GatewayConfig, models: dict[str, ModelRuntime], metrics: GatewayMetrics
+    ) -> None:
+        self.config = config
+        self.models = models
+        self.metrics = metrics
+
+    # -- planning --------------------------------------------------------------------------
+
+    def plan(self, request: Request, endpoint: str, body: dict[str, Any]) -> Plan:
+        runtime = self._model(body)
+        stream, priority = check_common(body)
+        changed = False
+        if runtime.config.upstream_model and body.get("model") != runtime.upstream_model:
+            body["model"] = runtime.upstream_model
+            changed = True
+        if "priority" in body:
+            del body["priority"]  # ours: engines without priority scheduling reject it
+            changed = True
+        rendered: Rendered | None = None
+        bypass = ""
+        cpt = self.config.limits.chars_per_token
+        if endpoint == CHAT:
+            messages = check_messages(body)
+            if runtime.config.hygiene:
+                messages, kinds = self._hygiene(messages)
+                if kinds:
+                    body["messages"] = messages
+                    changed = True
+                    for kind in kinds:
+                        self.metrics.hygiene.inc(runtime.name, kind)
+            bypass = self._bypass_reason(runtime, body, messages)
+            if not bypass:
+                try:
+                    rendered = runtime.prerenderer.render(messages)
+                except TtftError:
+                    bypass = "template_error"  # the engine gives the authoritative error
+            self._count_prerender(runtime, rendered, bypass)
+            if rendered is not None:
+                # The key is the rendered static prefix: the part a prefix cache can share.
+                n_tokens = rendered.n_tokens
+                static = rendered.static_text
+                material: str | list[Any] = static if static else rendered.text
+                whole = bool(static)
+            else:
+                texts = [m.get("content") for m in messages]
+                n_tokens = round(sum(len(str(t or "")) for t in texts) / cpt)
+                material = "".join(
+                    f"{m.get('role')}\n{m.get('content') or ''}\n" for m in messages[:-1]
+                )
+                whole = bool(material)
+                if not material:
+                    material = str(messages[-1].get("content") or "")
+        else:
+            prompt = check_prompt(body)
+            if isinstance(prompt, str):
+                material, n_tokens, whole = prompt, round(len(prompt) / cpt), False
+            elif all(isinstance(x, int) for x in prompt):
+                material, n_tokens, whole = prompt, len(prompt), False
+            else:
+                material = str(prompt[0]) if prompt else ""
+                n_tokens = round(sum(len(str(p)) for p in prompt) / cpt)
+                whole = False
+        routing = self.config.routing
+        key = (
+            affinity_key(material, routing.block_tokens, routing.max_blocks, whole_if_short=whole)
+            if routing.affinity
+            else None
+        )
+        admission = self.config.admission
+        lane = lane_for(n_tokens, admission.long_prompt_tokens)
+        request_id = request.headers.get("x-request-id")
+        if request_id is not None and (len(request_id) > 128 or not request_id.isprintable()):
+            request_id = None
+        return Plan(
+            runtime,
+            endpoint,
+            stream,
+            body,
+            request.body,
+            changed,
+            rendered,
+            bypass,
+            lane,
+            priority,
+            key,
+            n_tokens,
+            request_id,
+        )
+
+    def _model(self, body: dict[str, Any]) -> ModelRuntime:
+        name = body.get("model")
+        if name is None:
+            if len(self.models) == 1:
+                return next(iter(self.models.values()))
+            raise bad_request(
+                f"'model' is required: this gateway serves {', '.join(sorted(self.models))}",
+                "model",
+            )
+        if not isinstance(name, str):
+            raise bad_request("'model' must be a string", "model")
+        runtime = self.models.get(name)
+        if runtime is None:
+            raise GatewayError(
+                404,
+                f"The model '{name[:200]}' does not exist on this gateway; available: "
+                f"{', '.join(sorted(self.models))}",
+                param="model",
+                code="model_not_found",
+            )
+        return runtime
+
+    @staticmethod
+    def _hygiene(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+        from ttft.gateway.hygiene import move_dynamic
+
+        return move_dynamic(messages)
+
+    @staticmethod
+    def _bypass_reason(
+        runtime: ModelRuntime, body: dict[str, Any], messages: list[dict[str, Any]]
+    ) -> str:
+        if runtime.prerenderer is None:
+            return "off"
+        extra = set(body) - _PRERENDER_FIELDS
+        if extra:
+            return "fields"
+        if body.get("n", 1) != 1:
+            return "fields"
+        for message in messages:
+            if (
+                message.get("role") not in _PLAIN_ROLES
+                or not isinstance(message.get("content"), str)
+                or len(message) != 2
+            ):
+                return "messages"
+        if messages[-1].get("role") != "user":
+            return "messages"
+        return ""
+
+    def _count_prerender(
+        self, runtime: ModelRuntime, rendered: Rendered | None, bypass: str
+    ) -> None:
+        if rendered is not None:
+            self.metrics.prerender.inc(runtime.name, rendered.cache, rendered.reason)
+            self.metrics.stage.observe(rendered.template_ns / 1e9, runtime.name, "template")
+            if rendered.ids is not None:
+                self.metrics.stage.observe(rendered.tokenize_ns / 1e9, runtime.name, "tokenize")
+        else:
+            self.metrics.prerender.inc(runtime.name, "bypass", bypass)
