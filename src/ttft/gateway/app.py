@@ -30,6 +30,7 @@ from ttft.gateway.runtime import (
 from ttft.gateway.validate import parse_body
 
 log = logging.getLogger("ttft.gateway")
+_clock = time.perf_counter_ns
 
 _ENDPOINTS = {"/v1/chat/completions": CHAT, "/v1/completions": COMPLETIONS}
 
@@ -118,6 +119,8 @@ class Gateway:
     async def handle(self, request: Request, response: Response) -> None:
         endpoint = _ENDPOINTS.get(request.path)
         label, model = endpoint or request.path, "-"
+        received = request.received_ns
+        response.server_timing = lambda: f"gateway;dur={(_clock() - received) / 1e6:.3f}"
         try:
             if endpoint is not None:
                 check_method(request, "POST")

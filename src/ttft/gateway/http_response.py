@@ -40,6 +40,7 @@ class Response:
         "head_sent",
         "keep_alive",
         "on_pause",
+        "server_timing",
         "status",
     )
 
@@ -55,6 +56,9 @@ class Response:
         # Called with True when the client's socket buffer is full and False when it drained:
         # a proxy stops reading its upstream meanwhile, so nothing piles up in memory.
         self.on_pause: Callable[[bool], None] | None = None
+        # For answers the gateway makes itself (errors, /health...): a Server-Timing value,
+        # computed when the head is written, unless the handler gives its own header.
+        self.server_timing: Callable[[], str] | None = None
 
     @property
     def started(self) -> bool:
@@ -93,6 +97,10 @@ class Response:
         self.status = status
         lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", "Server: ttft-gateway"]
         lines.extend(f"{k}: {v}" for k, v in headers)
+        if self.server_timing is not None and not any(
+            k.lower() == "server-timing" for k, _ in headers
+        ):
+            lines.append(f"Server-Timing: {self.server_timing()}")
         if length is not None:
             lines.append(f"Content-Length: {length}")
         elif self._conn.http11:

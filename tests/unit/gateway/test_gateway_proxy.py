@@ -501,3 +501,54 @@ def test_prerendered_requests_send_the_rendered_prompt(tmp_path: Any) -> None:
     # Not llama.cpp: the BOS stays in the text and the engine is told not to add another.
     assert sent["prompt"] == "<system>s<user>hi<a>" and sent["add_special_tokens"] is False
     assert sent["max_tokens"] == 3 and "messages" not in sent
+
+
+def test_every_response_carries_server_timing(chat_body: dict[str, Any]) -> None:
+    with scripted(first_token_delay_ms=1) as up, gateway_for([up.base_url]) as gw:
+        answers = [
+            httpx.post(gw.url + "/v1/chat/completions", content=b"{"),
+            httpx.post(gw.url + "/v1/chat/completions", json={**chat_body, "model": "x"}),
+            httpx.get(gw.url + "/v1/models"),
+            httpx.get(gw.url + "/health"),
+            httpx.get(gw.url + "/metrics"),
+            httpx.get(gw.url + "/nowhere"),
+        ]
+        proxied = httpx.post(gw.url + "/v1/chat/completions", json=chat_body)
+    for answer in answers:
+        assert answer.headers["server-timing"].startswith("gateway;dur="), answer.request.url
+    assert proxied.headers["server-timing"].startswith("queue;dur=")
+
+
+def test_several_models_each_with_their_replicas() -> None:
+    from ttft.gateway.config import from_mapping
+    from ttft.gateway.serve import GatewayThread
+
+    seen_a: list[tuple[str, dict[str, Any]]] = []
+    seen_b: list[tuple[str, dict[str, Any]]] = []
+    with recording(seen_a) as a, recording(seen_b) as b:
+        config = from_mapping(
+            {
+                "listen": "127.0.0.1:0",
+                "model": [
+                    {"name": "small", "upstreams": [a.base_url], "prerender": False},
+                    {"name": "large", "upstreams": [b.base_url], "prerender": False},
+                ],
+            }
+        )
+        with GatewayThread(config) as gw:
+
+            def ask(model: str | None) -> httpx.Response:
+                body: dict[str, Any] = {"messages": [{"role": "user", "content": "hi"}]}
+                if model:
+                    body["model"] = model
+                return httpx.post(gw.url + "/v1/chat/completions", json=body)
+
+            assert ask("large").status_code == 200 and ask("small").status_code == 200
+            missing = ask(None)
+            models = httpx.get(gw.url + "/v1/models").json()
+    assert [body["model"] for _, body in seen_b] == ["large"]
+    assert [body["model"] for _, body in seen_a] == ["small"]
+    assert (
+        missing.status_code == 400 and "'model' is required" in missing.json()["error"]["message"]
+    )
+    assert [m["id"] for m in models["data"]] == ["small", "large"]
