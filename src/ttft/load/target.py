@@ -6,6 +6,7 @@ import json
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from ttft.core.errors import TtftError
 
@@ -18,6 +19,17 @@ class Target:
     engine_kind: str | None = None  # llamacpp / vllm / sglang / tgi; None: guess from metrics
     api_key: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, url in (("url", self.base_url), ("metrics url", self.metrics_url)):
+            if url is None:
+                continue
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise TtftError(
+                    f"the {name} {url!r} is not an http(s) URL",
+                    "give the server's base URL, e.g. http://127.0.0.1:8080",
+                )
 
     @property
     def root(self) -> str:

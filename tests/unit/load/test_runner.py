@@ -126,3 +126,12 @@ def test_a_half_written_last_line_is_skipped_and_counted(tmp_path: Path) -> None
     )
     loaded = read_results(out)
     assert len(loaded.records) == 1 and loaded.damaged_lines == 1 and not loaded.finished
+
+
+def test_a_target_url_that_is_not_http_is_a_clear_error() -> None:
+    from ttft.core.errors import TtftError
+    from ttft.load.target import Target
+
+    for url in ("notaurl", "ftp://host/x", "http://"):
+        with pytest.raises(TtftError, match="is not an http"):
+            Target(url)
