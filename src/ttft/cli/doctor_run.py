@@ -119,6 +119,8 @@ def execute(opts: dict[str, Any]) -> None:
     _emit(report, opts, console)
     if opts["fail_on_findings"] and report.findings:
         raise click.exceptions.Exit(1)
+    if report.failed_steps and not any(s.status == "ok" for s in report.steps):
+        raise click.exceptions.Exit(1)  # nothing could be measured: not a success
 
 
 def _progress(console: Console) -> Any:

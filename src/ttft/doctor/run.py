@@ -37,8 +37,13 @@ class DoctorReport:
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def failed_steps(self) -> list[StepResult]:
+        return [s for s in self.steps if s.status == "failed"]
+
+    @property
     def healthy(self) -> bool:
-        return not self.findings
+        """No finding, and every step that ran could measure: a failed step is no clean bill."""
+        return not self.findings and not self.failed_steps
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -46,6 +51,7 @@ class DoctorReport:
             "ttft_version": __version__,
             "target": self.target,
             "healthy": self.healthy,
+            "failed_steps": [s.name for s in self.failed_steps],
             "findings": [f.to_json() for f in self.findings],
             "steps": [s.to_json() for s in self.steps],
             "meta": self.meta,

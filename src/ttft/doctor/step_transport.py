@@ -82,7 +82,8 @@ def run(ctx: DoctorContext) -> StepResult:
     failed = [r for r in plain.records + gz.records if r.error is not None]
     if failed:
         kinds = sorted({r.error.kind for r in failed if r.error})
-        step.notes.append(f"{len(failed)} of 6 probe requests failed ({', '.join(kinds)})")
+        first = failed[0].error.message[:160] if failed[0].error else ""
+        step.notes.append(f"{len(failed)} of 6 probe requests failed ({', '.join(kinds)}: {first})")
     if not plain_shapes and not gz_shapes:
         step.status = "failed"
         step.summary = "no probe request succeeded; nothing to compare"

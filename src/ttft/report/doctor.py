@@ -48,6 +48,17 @@ def print_doctor(report: DoctorReport, console: Console | None = None) -> None:
                 style="green",
             )
         )
+    elif not report.findings:
+        failed = report.failed_steps
+        why = "; ".join(n for s in failed for n in s.notes[:1]) or "see the steps below"
+        out.print(
+            Panel(
+                f"{len(failed)} step(s) could not measure ({', '.join(s.name for s in failed)}): "
+                f"{why}. No finding is not a clean bill of health here.",
+                title="incomplete",
+                style="red",
+            )
+        )
     else:
         out.print(f"[bold]{len(report.findings)} finding(s), cheapest fix first:[/bold]")
         for number, finding in enumerate(report.findings, start=1):
@@ -82,6 +93,9 @@ def doctor_markdown(report: DoctorReport) -> str:
     lines = [f"# ttft doctor: {report.target}", ""]
     if report.healthy:
         lines += ["**Healthy**: no finding for what was measured.", ""]
+    elif not report.findings:
+        names = ", ".join(s.name for s in report.failed_steps)
+        lines += [f"**Incomplete**: steps that could not measure: {names}.", ""]
     for number, f in enumerate(report.findings, start=1):
         lines += [
             f"## {number}. {f.symptom}",
