@@ -77,10 +77,14 @@ def capacity(ctx: DoctorContext) -> StepResult:
         waits = [
             t - p for t, p in zip(ttfts_ms(result.ok), prefills, strict=False) if p is not None
         ]
+        metrics = (result.server or {}).get("metrics", {})
         if waits:
             queue[level] = median(waits) or 0.0
+        elif metrics.get("queue_time_s", {}).get("mean") is not None:
+            # Engines without per-response timings (vLLM, SGLang, TGI) report queue time as a
+            # histogram; its window mean stands in for the median.
+            queue[level] = 1000.0 * float(metrics["queue_time_s"]["mean"])
         waiting[level] = result.peaks.get("requests_waiting", 0.0)
-        metrics = (result.server or {}).get("metrics", {})
         preemptions += float(metrics.get("preemptions", {}).get("value", 0.0))
         kv = result.peaks.get("kv_cache_usage")
         kv_peak = kv if kv is not None and (kv_peak is None or kv > kv_peak) else kv_peak

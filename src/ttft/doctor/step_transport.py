@@ -102,9 +102,12 @@ def run(ctx: DoctorContext) -> StepResult:
     gz_bunched = sum(s.bunched for s in gz_shapes) >= 2
     gzip_seen = any(s.gzip for s in gz_shapes)
     direct_gap = _direct_gap(ctx, step)
+    histogram_gap = _histogram_gap(plain, plain_shapes, step)
     gap_plain = _median_of(plain_shapes, "gap_ms")
     gap_gz = _median_of(gz_shapes, "gap_ms")
-    worst_gap = max((g for g in (gap_plain, gap_gz, direct_gap) if g is not None), default=None)
+    worst_gap = max(
+        (g for g in (gap_plain, gap_gz, direct_gap, histogram_gap) if g is not None), default=None
+    )
     if plain_bunched or gz_bunched:
         step.findings.append(
             _buffering_finding(plain_bunched, gz_bunched, gzip_seen, worst_gap, step.evidence)
@@ -134,6 +137,22 @@ def run(ctx: DoctorContext) -> StepResult:
     else:
         step.summary = "the stream arrives as it is produced"
     return step
+
+
+def _histogram_gap(sample: Sample, shapes: list[StreamShape], step: StepResult) -> float | None:
+    """Client TTFT minus the engine's own TTFT histogram mean over the same window, for engines
+    that report no per-response timings (vLLM, SGLang)."""
+    if any(s.server_prefill_ms is not None for s in shapes):
+        return None
+    server_ttft = ((sample.server or {}).get("metrics", {}).get("server_ttft_s") or {}).get("mean")
+    client = _median_of(shapes, "ttft_ms")
+    if server_ttft is None or client is None:
+        return None
+    server_ms_value = 1000.0 * float(server_ttft)
+    step.evidence.append(
+        Evidence("server's own TTFT (metrics mean)", server_ms_value, "ms", "metrics")
+    )
+    return client - server_ms_value
 
 
 def _direct_gap(ctx: DoctorContext, step: StepResult) -> float | None:
