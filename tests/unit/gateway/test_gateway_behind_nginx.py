@@ -13,8 +13,8 @@ import socket
 import time
 
 import pytest
+from gateway_testkit import gateway_for, scripted
 
-from conftest import gateway_for, scripted
 from ttft.testing.nginx import nginx_binary, run_nginx
 
 DEFAULTS = """

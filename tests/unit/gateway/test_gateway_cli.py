@@ -58,8 +58,8 @@ def test_sigterm_lets_a_running_stream_finish_then_exits() -> None:
     import time
 
     import httpx
+    from gateway_testkit import scripted
 
-    from conftest import scripted
     from ttft.engines.process import free_loopback_port
 
     port = free_loopback_port()

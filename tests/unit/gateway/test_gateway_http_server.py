@@ -6,7 +6,8 @@ import asyncio
 import socket
 import time
 
-from conftest import http_server, read_response
+from gateway_testkit import http_server, read_response
+
 from ttft.gateway.http_server import Request, Response
 
 

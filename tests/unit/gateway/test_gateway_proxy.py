@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
+from gateway_testkit import gateway_for, read_response, scripted
 
-from conftest import gateway_for, read_response, scripted
 from ttft.testing.sse_script import Script
 
 _clock = time.perf_counter_ns
