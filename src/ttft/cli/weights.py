@@ -190,7 +190,8 @@ def verify_cmd(
     safetensors: the index against the shards (missing or extra shards and tensors) and every
     header (length, JSON, dtypes, offsets, sizes, truncation). GGUF: header, metadata, tensor
     infos and data layout. With a weights.sha256 manifest (or --manifest), every listed file's
-    SHA-256. Exit code 0 when everything holds, 1 when a problem was found.
+    SHA-256. Exit code 0 when everything holds (warnings allowed), 1 when an error was found,
+    2 when the input cannot be checked at all (missing path, no weight files).
     """
     options = VerifyOptions(manifest=manifest, check_hashes=not no_hash, workers=workers)
     err = Console(stderr=True)

@@ -15,7 +15,17 @@ from ttft.doctor.findings import Confidence, CostTier, DoctorFinding, Evidence
 from ttft.lint.findings import Finding, Severity
 
 _CACHE_WORDS = ("prefix", "cache", "radix", "kv")
-_PRECISION_WORDS = ("fp8", "kv-cache-dtype", "cache-type", "cuda-graph", "eager", "flash", "ngl")
+_PRECISION_WORDS = (
+    "fp8",
+    "quantized",
+    "kv-cache-dtype",
+    "cache-type",
+    "cuda-graph",
+    "eager",
+    "flash",
+    "ngl",
+    "gpu-layers",
+)
 
 
 def _tier(rule: str) -> CostTier:

@@ -134,7 +134,13 @@ async def run_cells(
             if server is not None:
                 server["peaks_during_cell"] = peaks
             sink.write(
-                {"type": "metrics", "cell": plan.cell, "duration_ns": duration, "server": server}
+                {
+                    "type": "metrics",
+                    "phase": plan.phase,
+                    "cell": plan.cell,
+                    "duration_ns": duration,
+                    "server": server,
+                }
             )
             results.append(CellResult(plan, records, duration, server, peaks))
     return BenchResult(anchor, results, watcher.notes, watcher.engine_kind)

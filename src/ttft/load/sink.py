@@ -5,7 +5,9 @@ flushed, so a killed run leaves every finished line readable. Line types:
 
 - ``{"type": "run", ...}`` first: schema version, wall-clock anchor, target, settings;
 - ``{"type": "request", "record": {...}}`` for every finished request (ok or failed);
-- ``{"type": "metrics", "cell": ..., "deltas": {...}}`` server metric deltas per cell;
+- ``{"type": "metrics", "cell": ..., "phase": ..., "server": {...}}`` server metric deltas per
+  cell and phase (cold, warmup, warm);
+- ``{"type": "cold_start", "index": ..., "startup_s": ...}`` in ``--cold`` mode, per restart;
 - ``{"type": "end", ...}`` when the run finished on its own.
 """
 

@@ -13,6 +13,15 @@ from ttft.doctor.run import DoctorReport
 _STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red"}
 
 
+def gain_text(finding: DoctorFinding) -> str:
+    """The expected gain in words, or from the number when no words were given."""
+    if finding.expected_gain:
+        return finding.expected_gain
+    if finding.expected_gain_ms is not None:
+        return f"about {finding.expected_gain_ms:.0f} ms of TTFT"
+    return ""
+
+
 def _finding_text(number: int, finding: DoctorFinding) -> Text:
     text = Text()
     text.append(f"{number}. {finding.symptom}\n", style="bold")
@@ -20,12 +29,12 @@ def _finding_text(number: int, finding: DoctorFinding) -> Text:
     text.append(f"{finding.cause}\n")
     text.append("   action: ", style="dim")
     text.append(f"{finding.action}\n", style="cyan")
-    if finding.expected_gain:
+    if gain_text(finding):
         text.append("   gain:   ", style="dim")
-        text.append(f"{finding.expected_gain}\n")
+        text.append(f"{gain_text(finding)}\n")
     text.append("   tier:   ", style="dim")
     text.append(f"{finding.tier.label}, confidence {finding.confidence.label}  [{finding.rule}]\n")
-    for evidence in finding.evidence[:8]:
+    for evidence in finding.evidence[:14]:
         text.append(f"     - {evidence.text()}\n", style="dim")
     return text
 
@@ -102,7 +111,7 @@ def doctor_markdown(report: DoctorReport) -> str:
             "",
             f"- **cause**: {f.cause}",
             f"- **action**: {f.action}",
-            f"- **expected gain**: {f.expected_gain or 'n/a'}",
+            f"- **expected gain**: {gain_text(f) or 'n/a'}",
             f"- **cost tier**: {f.tier.label}; **confidence**: {f.confidence.label}; "
             f"rule `{f.rule}`",
             "- **evidence**:",

@@ -190,3 +190,22 @@ def test_a_cell_where_every_request_failed_fails_its_slos_with_zero_goodput() ->
     [verdict] = summary.slos
     assert verdict.observed is None and not verdict.passed
     assert [w.kind for w in summary.warnings] == ["errors"]
+
+
+def test_a_slow_cold_request_is_reported_but_does_not_fail_the_slo() -> None:
+    """The first request after a start is shown apart; SLOs speak of the warm service."""
+    from ttft.core.records import RequestRecord
+    from ttft.core.slo import parse_slos
+    from ttft.core.summary import summarize
+
+    ms = 1_000_000
+    warm = [
+        RequestRecord(index=i, cell="c", sent_ns=0, first_content_ns=100 * ms, done_ns=101 * ms)
+        for i in range(20)
+    ]
+    cold = RequestRecord(
+        index=99, cell="c", phase="cold", sent_ns=0, first_content_ns=5000 * ms, done_ns=5001 * ms
+    )
+    summary = summarize([cold, *warm], slos=parse_slos("ttft:p99<600ms"))
+    assert summary.cold is not None and summary.cold.slos and not summary.cold.slos[0].passed
+    assert summary.slos_passed
