@@ -170,18 +170,23 @@ def _cold_mode(opts: dict[str, Any], spec: WorkloadSpec, console: Console, out_d
             done = measure_cold_starts(launch, samples, tokens, sink, on_sample=on_sample)
             sink.write({"type": "end"})
     startups = sorted(s.startup_s for s in done)
+    slos = parse_slos(opts["slo_texts"]) if opts["slo_texts"] else ()
+    records = [s.record for s in done]
+    # Throughput over restarts means nothing: the window is the requests' own time.
+    busy = sum((r.done_ns or 0) - (r.sent_ns or 0) for r in records if r.sent_ns is not None)
     summary = summarize_run(
-        [s.record for s in done],
+        records,
+        duration_ns=busy or None,
+        slos=slos,
         meta={"mode": "cold", "startup_s": startups, "prompt_tokens": tokens},
     )
-    from ttft.report.terminal import print_summary
-
-    print_summary(summary, Console())
-    (out_dir / "summary.json").write_text(json.dumps(summary.to_json(), indent=2))
     console.print(
         f"engine start-up to healthy: median {startups[len(startups) // 2]:.2f} s "
-        f"(min {startups[0]:.2f}, max {startups[-1]:.2f}); results: {out_dir}/"
+        f"(min {startups[0]:.2f}, max {startups[-1]:.2f})"
     )
+    _write_report(summary, [], out_dir, console)
+    if slos and not summary.slos_passed:
+        raise click.exceptions.Exit(1)
 
 
 def execute(opts: dict[str, Any]) -> None:
@@ -198,9 +203,17 @@ def execute(opts: dict[str, Any]) -> None:
     out_dir: Path = opts["out_dir"] or Path("results") / time.strftime("bench-%Y%m%d-%H%M%S")
     out_dir.mkdir(parents=True, exist_ok=True)
     records_path = out_dir / "records.jsonl"
+    levels = ", ".join(a.label() for a in spec.arrivals)
+    shape = (
+        f"prefix {spec.shared_prefix[0]}+{spec.shared_prefix[1]} tokens"
+        if spec.shared_prefix
+        else "prompts from file"
+        if spec.prompt_file or spec.sharegpt_file
+        else "/".join(str(b) for b in spec.buckets) + " tokens"
+    )
     console.print(
-        f"[bold]ttft bench[/bold] profile {profile}: {PROFILES[profile].note}; "
-        f"records -> {records_path}"
+        f"[bold]ttft bench[/bold] ({profile} defaults): {shape} x {levels}, "
+        f"{spec.requests} requests per cell; records -> {records_path}"
     )
     with _target(opts, spec, console) as (target, fresh):
         uses_files = opts["prompt_file"] is not None or opts["sharegpt"] is not None
@@ -262,19 +275,23 @@ def _run_with_progress(
             slos=slos,
             hooks=hooks,
             timeout_s=opts["timeout_s"],
-            run_meta={"profile": opts["profile"]},
+            run_meta={"profile": opts["profile"] or ("article" if opts["url"] else "quick")},
         )
 
 
 def _report(result: SessionResult, out_dir: Path, console: Console) -> None:
+    _write_report(result.summary, result.notes, out_dir, console)
+
+
+def _write_report(summary: Any, notes: list[str], out_dir: Path, console: Console) -> None:
     from ttft.report.csv import summary_to_csv
     from ttft.report.markdown import summary_to_markdown
     from ttft.report.terminal import print_summary
 
-    print_summary(result.summary, Console())
-    (out_dir / "summary.json").write_text(json.dumps(result.summary.to_json(), indent=2))
-    (out_dir / "summary.csv").write_text(summary_to_csv(result.summary))
-    (out_dir / "summary.md").write_text(summary_to_markdown(result.summary))
-    for note in result.notes:
+    print_summary(summary, Console())
+    (out_dir / "summary.json").write_text(json.dumps(summary.to_json(), indent=2))
+    (out_dir / "summary.csv").write_text(summary_to_csv(summary))
+    (out_dir / "summary.md").write_text(summary_to_markdown(summary))
+    for note in notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"results: {out_dir}/ (records.jsonl, summary.json, summary.csv, summary.md)")
