@@ -106,9 +106,13 @@ def test_timestamp_first_in_the_system_prompt_is_the_top_finding(
 
 
 def test_one_slot_under_concurrency_8_is_the_top_finding(one_slot_engine: RunningEngine) -> None:
-    report = doctor("--url", one_slot_engine.base_url, "--concurrency", "1,8")
+    report = doctor(
+        "--url", one_slot_engine.base_url, "--concurrency", "1,8", "--slo", "ttft:p99<2s"
+    )
     top = report["findings"][0]
     assert top["rule"] == "capacity/queueing", rules(report)
+    # The staircase at c=8 takes the tail past the SLO that holds unloaded.
+    assert "capacity/slo-limit" in rules(report)
     assert "-np 8" in top["action"]
     evidence = {e["name"]: e["value"] for e in top["evidence"]}
     assert evidence["server slots"] == 1

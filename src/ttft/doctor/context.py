@@ -65,6 +65,8 @@ class DoctorContext:
 
     def sample(self, items: Sequence[WorkItem], **options: Any) -> Sample:
         extra = {**self.extra_body(), **options.pop("extra_body", {})}
+        # No single request may outlive the run's budget (a stuck server must not stall it).
+        options.setdefault("timeout_s", max(5.0, min(300.0, self.seconds_left())))
         return sample(self.target, items, extra_body=extra, **options)
 
     def slots(self) -> int | None:

@@ -41,9 +41,14 @@ class DoctorReport:
         return [s for s in self.steps if s.status == "failed"]
 
     @property
+    def unfinished_steps(self) -> list[StepResult]:
+        return [s for s in self.steps if s.status == "out_of_budget"]
+
+    @property
     def healthy(self) -> bool:
-        """No finding, and every step that ran could measure: a failed step is no clean bill."""
-        return not self.findings and not self.failed_steps
+        """No finding, and every step could measure or chose to skip: a failed step, or one the
+        budget cut, is no clean bill of health."""
+        return not self.findings and not self.failed_steps and not self.unfinished_steps
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -52,6 +57,7 @@ class DoctorReport:
             "target": self.target,
             "healthy": self.healthy,
             "failed_steps": [s.name for s in self.failed_steps],
+            "unfinished_steps": [s.name for s in self.unfinished_steps],
             "findings": [f.to_json() for f in self.findings],
             "steps": [s.to_json() for s in self.steps],
             "meta": self.meta,
@@ -71,7 +77,7 @@ def run_doctor(
         if on_step is not None:
             on_step(name, None)
         if ctx.seconds_left() < STEP_MIN_SECONDS:
-            result = StepResult(name, name, status="skipped")
+            result = StepResult(name, name, status="out_of_budget")
             result.notes.append("the time budget ran out before this step (raise --budget)")
         else:
             started = time.monotonic()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ttft.core.records import RequestRecord
 from ttft.doctor.context import DoctorContext, describe_levels, median, server_ms, ttfts_ms
 from ttft.doctor.findings import Confidence, CostTier, DoctorFinding, Evidence, StepResult
+from ttft.doctor.slo_check import check_slos
 from ttft.engines.registry import adapter_for
 
 CAPACITY_PROMPT_TOKENS = 256
@@ -57,6 +59,7 @@ def capacity(ctx: DoctorContext) -> StepResult:
     waiting: dict[int, float] = {}
     preemptions = 0.0
     kv_peak = None
+    by_level: dict[int, list[RequestRecord]] = {}
     for level in ctx.levels:
         if ctx.seconds_left() < 20:
             step.notes.append(f"budget ran out before concurrency {level}")
@@ -67,6 +70,7 @@ def capacity(ctx: DoctorContext) -> StepResult:
             for i in range(n)
         ]
         result = ctx.sample(items, concurrency=level, watch_gauges=True)
+        by_level[level] = result.records
         values = sorted(ttfts_ms(result.records))
         if not values:
             step.notes.append(f"every request failed at concurrency {level}")
@@ -133,6 +137,8 @@ def capacity(ctx: DoctorContext) -> StepResult:
         )
     if kv_peak is not None:
         step.evidence.append(Evidence("peak KV-cache usage", 100 * kv_peak, "%", "metrics"))
+    if ctx.slos:
+        check_slos(step, ctx.slos, by_level)
     return step
 
 

@@ -10,7 +10,7 @@ from rich.text import Text
 from ttft.doctor.findings import DoctorFinding
 from ttft.doctor.run import DoctorReport
 
-_STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red"}
+_STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "out_of_budget": "red"}
 
 
 def gain_text(finding: DoctorFinding) -> str:
@@ -58,7 +58,7 @@ def print_doctor(report: DoctorReport, console: Console | None = None) -> None:
             )
         )
     elif not report.findings:
-        failed = report.failed_steps
+        failed = report.failed_steps + report.unfinished_steps
         why = "; ".join(n for s in failed for n in s.notes[:1]) or "see the steps below"
         out.print(
             Panel(
@@ -103,7 +103,7 @@ def doctor_markdown(report: DoctorReport) -> str:
     if report.healthy:
         lines += ["**Healthy**: no finding for what was measured.", ""]
     elif not report.findings:
-        names = ", ".join(s.name for s in report.failed_steps)
+        names = ", ".join(s.name for s in report.failed_steps + report.unfinished_steps)
         lines += [f"**Incomplete**: steps that could not measure: {names}.", ""]
     for number, f in enumerate(report.findings, start=1):
         lines += [
