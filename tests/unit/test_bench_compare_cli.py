@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -44,3 +45,29 @@ def test_compare_names_a_file_that_is_not_json(tmp_path: Path) -> None:
     result = CliRunner().invoke(bench, ["compare", str(bad), str(good)])
     assert result.exit_code != 0
     assert "bad.json is not JSON" in str(result.exception) or "bad.json" in result.output
+
+
+def test_fail_on_regression_exits_1_when_b_is_slower_beyond_noise(tmp_path: Path) -> None:
+    fast = _summary_file(tmp_path / "fast.json", 400)
+    slow = _summary_file(tmp_path / "slow.json", 800)
+    worse = CliRunner().invoke(bench, ["compare", str(fast), str(slow), "--fail-on-regression"])
+    assert worse.exit_code == 1
+    better = CliRunner().invoke(bench, ["compare", str(slow), str(fast), "--fail-on-regression"])
+    assert better.exit_code == 0
+
+
+def test_cells_with_too_few_samples_are_never_called_real(tmp_path: Path) -> None:
+    from ttft.core.compare import TOO_FEW, compare
+
+    def one(ttft_ms: float) -> Any:
+        record = RequestRecord(
+            index=0,
+            cell="c",
+            sent_ns=0,
+            first_content_ns=int(ttft_ms * MS),
+            done_ns=int(ttft_ms * MS) + 1,
+        )
+        return summarize_run([record])
+
+    rows = compare(one(100), one(900)).rows
+    assert rows and all(r.verdict == TOO_FEW and r.improved is None for r in rows)

@@ -157,8 +157,17 @@ def bench(ctx: click.Context, /, **opts: object) -> None:
 @click.argument("a", type=click.Path(path_type=Path))
 @click.argument("b", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "csv"]), default="text")
-def compare_cmd(a: Path, b: Path, fmt: str) -> None:
-    """Compare two summary.json files per cell, with confidence intervals."""
+@click.option(
+    "--fail-on-regression",
+    is_flag=True,
+    help="Exit 1 when B's TTFT p50 or p95 is worse than A's beyond the confidence intervals.",
+)
+def compare_cmd(a: Path, b: Path, fmt: str, fail_on_regression: bool) -> None:
+    """Compare two summary.json files per cell, with confidence intervals.
+
+    A change is "likely real" when the bootstrap intervals of A and B do not overlap, "within
+    noise" when they do, and "too few samples" below 5 requests per cell.
+    """
     from ttft.core.compare import compare_json
     from ttft.report.csv import comparison_to_csv
     from ttft.report.markdown import comparison_to_markdown
@@ -182,3 +191,7 @@ def compare_cmd(a: Path, b: Path, fmt: str) -> None:
         click.echo(comparison_to_csv(comparison), nl=False)
     else:
         print_comparison(comparison)
+    if fail_on_regression and comparison.regressions():
+        worse = ", ".join(f"{r.cell} {r.stat}" for r in comparison.regressions())
+        click.echo(f"regression in TTFT: {worse}", err=True)
+        raise click.exceptions.Exit(1)

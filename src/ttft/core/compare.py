@@ -17,6 +17,8 @@ from ttft.core.units import DURATION_UNIT
 
 LIKELY_REAL = "likely real"
 WITHIN_NOISE = "within noise"
+TOO_FEW = "too few samples"
+MIN_SAMPLES = 5  # below this a bootstrap interval is a point, and any change would look real
 COMPARED_STATS = ("p50", "p95")
 
 
@@ -63,6 +65,10 @@ class Comparison:
     only_in_a: list[tuple[str, str]] = field(default_factory=list)
     only_in_b: list[tuple[str, str]] = field(default_factory=list)
 
+    def regressions(self, metric: str = "ttft") -> list[StatComparison]:
+        """Rows of ``metric`` where B is worse than A by a likely real margin."""
+        return [r for r in self.rows if r.metric == metric and r.improved is False]
+
 
 def _phases(summary: BenchSummary) -> dict[tuple[str, str], CellSummary]:
     found: dict[tuple[str, str], CellSummary] = {}
@@ -88,7 +94,13 @@ def _row(
         b=float(getattr(b.stats, stat)),
         a_ci=a_ci,
         b_ci=b_ci,
-        verdict=WITHIN_NOISE if a_ci.overlaps(b_ci) else LIKELY_REAL,
+        verdict=(
+            TOO_FEW
+            if min(a.stats.n, b.stats.n) < MIN_SAMPLES
+            else WITHIN_NOISE
+            if a_ci.overlaps(b_ci)
+            else LIKELY_REAL
+        ),
     )
 
 
