@@ -113,9 +113,10 @@ def launch_embedded(*, startup_timeout_s: float = 120.0, **overrides: Any) -> Ru
     """Start the embedded default (Gemma 3 270M Q4_K_M) with optional config overrides."""
     model = overrides.pop("model_path", None)
     model_path = Path(str(model)) if model is not None else embedded_model_path()
+    name = EMBEDDED_MODEL_NAME if model is None else model_path.stem
+    overrides.setdefault("alias", name)
     try:
         config = LlamaServerConfig(model_path=model_path, **overrides)
     except TypeError as exc:
         raise TtftError(f"bad engine setting: {exc}") from exc
-    name = EMBEDDED_MODEL_NAME if model is None else model_path.stem
     return launch_llama_server(config, startup_timeout_s=startup_timeout_s, model_name=name)

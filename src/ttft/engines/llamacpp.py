@@ -42,6 +42,7 @@ class LlamaServerConfig:
     metrics: bool = True
     fit_off: bool = True  # skips ~0.7 s of start-up spent fitting the context to memory
     chat_template_file: Path | None = None
+    alias: str | None = None  # the model name the API reports (GET /v1/models)
     extra_args: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -91,6 +92,7 @@ def build_argv(config: LlamaServerConfig, binary: str, help_text: str | None = N
     add("--cache-reuse", config.cache_reuse)
     add("-t", config.threads)
     add("-ngl", config.n_gpu_layers)
+    add("--alias", config.alias)
     if config.chat_template_file is not None:
         add("--chat-template-file", config.chat_template_file)
     if config.load_mode is not None:

@@ -85,6 +85,11 @@ def run_session(
                 notes.append(
                     "the server reports no token usage: bucket lengths count the content only"
                 )
+    if spec.max_in_flight is not None:
+        notes.append(
+            f"client_wait includes time requests waited for your --max-in-flight "
+            f"{spec.max_in_flight} cap: that wait is the cap's, not a lagging client"
+        )
     _stage(hooks, "building prompts")
     # The cold request gets a prompt of its own: reusing a cell's first prompt would hand that
     # cell a prefix-cache hit.
