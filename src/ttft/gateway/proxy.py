@@ -28,43 +28,6 @@ from ttft.gateway.upstream import request_bytes
 
 _RETRYABLE = (errors.CONNECT, errors.DISCONNECT, errors.INCOMPLETE_STREAM)
 _MARK_DOWN = (errors.CONNECT, errors.DISCONNECT, errors.INCOMPLETE_STREAM)
-# Chat fields whose meaning is the same on the completions endpoint; any other field (tools,
-# response_format, logprobs, reasoning options...) makes the request go to the chat endpoint.
-_PRERENDER_FIELDS = frozenset(
-    {
-        "model",
-        "messages",
-        "stream",
-        "stream_options",
-        "max_tokens",
-        "max_completion_tokens",
-        "temperature",
-        "top_p",
-        "top_k",
-        "min_p",
-        "typical_p",
-        "seed",
-        "stop",
-        "presence_penalty",
-        "frequency_penalty",
-        "repeat_penalty",
-        "repeat_last_n",
-        "user",
-        "priority",
-        "n",
-        "cache_prompt",
-        "ignore_eos",
-        "logit_bias",
-        "mirostat",
-        "mirostat_tau",
-        "mirostat_eta",
-        "dynatemp_range",
-        "dynatemp_exponent",
-        "samplers",
-        "id_slot",
-    }
-)
-_PLAIN_ROLES = ("system", "user", "assistant")
 _clock = time.perf_counter_ns
 
 
