@@ -139,6 +139,16 @@ def test_long_prompts_mixed_with_short_ones_show_head_of_line_blocking(
     )
 
 
+def test_prefix_caching_switched_off_on_the_engine_is_found() -> None:
+    with launch_embedded(ctx_size=4096, parallel=2, extra_args=("--no-cache-prompt",)) as engine:
+        report = doctor("--url", engine.base_url, "--concurrency", "1")
+    top = report["findings"][0]
+    assert top["rule"] == "cache/prefix-cache-off", rules(report)
+    assert "--no-cache-prompt" in top["action"]
+    evidence = {e["name"]: e["value"] for e in top["evidence"]}
+    assert evidence["2nd request's cached prompt tokens"] < 16
+
+
 def test_healthy_setup_gets_a_clean_bill_of_health(embedded_server: RunningEngine) -> None:
     report = doctor("--url", embedded_server.base_url, "--concurrency", "1,4")
     assert report["findings"] == [], rules(report)

@@ -77,8 +77,9 @@ def _cache_off(
     action = {
         "vllm": "vLLM: `--enable-prefix-caching` (and drop `--no-enable-prefix-caching`)",
         "sglang": "SGLang: drop `--disable-radix-cache`",
-        "llamacpp": "llama-server: keep `cache_prompt` true in requests and enough slots for "
-        "the distinct prefixes in flight",
+        "llamacpp": "llama-server: drop `--no-cache-prompt` (prompt caching is on by default), "
+        "keep `cache_prompt` true in requests, and have enough slots (`-np`) for the distinct "
+        "prefixes in flight",
     }.get(ctx.engine_kind or "", "enable the engine's prefix caching")
     return DoctorFinding(
         rule="cache/prefix-cache-off",
