@@ -119,8 +119,12 @@ def head_of_line(ctx: DoctorContext) -> StepResult:
             "vllm": "vLLM: `--enable-chunked-prefill --max-num-batched-tokens 2048` (sweep "
             "1024/2048/4096)",
             "sglang": "SGLang: `--chunked-prefill-size 2048`",
-            "llamacpp": "llama-server: `-b 512 -ub 512` so long prompts are prefilled in chunks "
-            "that interleave with other slots, and enough slots (`-np`)",
+            # Measured on the pinned build: with -b/-ub 256 or 512 a short request still waited
+            # for the whole 1500-token prefill (2.4-2.5 s against ~100 ms alone), so the lever
+            # on llama-server is where long prompts run, not the batch size.
+            "llamacpp": "llama-server prefills a prompt to its end before a newly arrived one "
+            "starts (smaller `-b`/`-ub` did not change that here): serve long prompts from their "
+            "own llama-server replica so short requests never queue behind them",
         }.get(ctx.engine_kind or "", "enable chunked prefill")
         step.findings.append(
             DoctorFinding(
