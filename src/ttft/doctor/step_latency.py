@@ -12,7 +12,11 @@ from ttft.workload.requests import WorkItem
 
 COLD_PROMPT_TOKENS = 200
 SHORT_TOKENS = 32
-LONG_RATIO = 8  # a log whose longest prompt is this many times its shortest is a mixed load
+# A log is a mixed load when its longest prompt is at least twice its shortest and longer by
+# ~500 tokens (2000 characters): enough prefill for a short request to notice waiting behind it.
+# Shared system prompts count on both sides, so a plain ratio alone would miss real mixes.
+LONG_RATIO = 2
+LONG_EXTRA_CHARS = 2000
 
 
 def cold_start(ctx: DoctorContext) -> StepResult:
@@ -61,7 +65,7 @@ def _lengths(ctx: DoctorContext) -> tuple[WorkItem, int] | None:
         return None
     sized.sort(key=lambda pair: pair[0])
     shortest, (longest, item) = sized[0][0], sized[-1]
-    if shortest == 0 or longest < LONG_RATIO * shortest:
+    if shortest == 0 or longest < LONG_RATIO * shortest or longest - shortest < LONG_EXTRA_CHARS:
         return None
     return item, longest
 
