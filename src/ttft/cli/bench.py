@@ -95,7 +95,7 @@ from ttft.core.errors import TtftError
     "tokenizer_path",
     type=click.Path(path_type=Path),
     default=None,
-    help="tokenizer.json for exact lengths. Default: the server's /tokenize.",
+    help="tokenizer.json or .gguf for exact lengths. Default: the server's /tokenize.",
 )
 @click.option(
     "--slo",

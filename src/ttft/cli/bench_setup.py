@@ -62,7 +62,11 @@ def parse_header(text: str) -> tuple[str, str]:
 
 
 def make_tokenizer(path: Path | None, server_root: str) -> Tokenizer:
-    """A tokenizer.json when given, else the server's own /tokenize (checked once here)."""
+    """A tokenizer.json or .gguf when given, else the server's own /tokenize (checked once here)."""
+    if path is not None and path.suffix.lower() == ".gguf":
+        from ttft.workload.gguf_tokenizer import GgufTokenizer
+
+        return GgufTokenizer.from_gguf(path)
     if path is not None:
         from ttft.workload.hf_tokenizer import HFTokenizer
 
