@@ -229,3 +229,19 @@ def test_cold_mode_refuses_a_server_it_cannot_restart(embedded_server: RunningEn
         timeout=60,
     )
     assert done.returncode == 2 and "needs an engine ttft manages" in done.stderr
+
+
+def test_a_bucket_longer_than_the_servers_context_is_refused_up_front(
+    embedded_server: RunningEngine,
+) -> None:
+    """The session server has 8192 tokens over 4 slots: 2048 per request."""
+    done = subprocess.run(
+        _ttft(
+            "bench", "--url", embedded_server.base_url, "--buckets", "512,4000", "--requests", "1"
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "exceed the server's context of 2048 tokens" in done.stderr

@@ -189,6 +189,23 @@ def _cold_mode(opts: dict[str, Any], spec: WorkloadSpec, console: Console, out_d
         raise click.exceptions.Exit(1)
 
 
+def _check_context(target: Target, spec: WorkloadSpec) -> None:
+    """Refuse up front a bucket the server cannot take, instead of hundreds of HTTP 400s."""
+    from ttft.load.target import context_limit
+
+    if spec.prompt_file is not None or spec.sharegpt_file is not None:
+        return
+    longest = sum(spec.shared_prefix) if spec.shared_prefix else max(spec.buckets)
+    limit = context_limit(target)
+    if limit is not None and longest + spec.max_tokens > limit:
+        raise TtftError(
+            f"prompts of {longest} tokens plus {spec.max_tokens} output tokens exceed the "
+            f"server's context of {limit} tokens per request",
+            "choose smaller --buckets, or give the server more context (llama-server: -c is "
+            "shared by the -np slots; vLLM: --max-model-len)",
+        )
+
+
 def execute(opts: dict[str, Any]) -> None:
     console = Console(stderr=True)
     if opts["cold_samples"] is not None:
@@ -216,6 +233,7 @@ def execute(opts: dict[str, Any]) -> None:
         f"{spec.requests} requests per cell; records -> {records_path}"
     )
     with _target(opts, spec, console) as (target, fresh):
+        _check_context(target, spec)
         uses_files = opts["prompt_file"] is not None or opts["sharegpt"] is not None
         tokenizer = None if uses_files else make_tokenizer(opts["tokenizer_path"], target.root)
         result = _run_with_progress(

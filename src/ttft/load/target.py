@@ -63,3 +63,24 @@ def discover_model(target: Target, timeout_s: float = 10.0) -> str:
         raise TtftError(
             f"{target.root}/v1/models did not list a model", "pass --model explicitly"
         ) from None
+
+
+def context_limit(target: Target, timeout_s: float = 10.0) -> int | None:
+    """Tokens one request may use, as the server reports it in ``GET /v1/models`` (vLLM's
+    ``max_model_len``, llama-server's per-slot ``meta.n_ctx``); None when it does not say."""
+    req = urllib.request.Request(target.root + "/v1/models")
+    if target.api_key:
+        req.add_header("Authorization", f"Bearer {target.api_key}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            data = json.loads(resp.read())
+        models = [m for m in data.get("data", []) if isinstance(m, dict)]
+    except (urllib.error.URLError, OSError, ValueError, AttributeError):
+        return None
+    chosen = next((m for m in models if m.get("id") == target.model), models[0] if models else None)
+    if chosen is None:
+        return None
+    for value in (chosen.get("max_model_len"), (chosen.get("meta") or {}).get("n_ctx")):
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
