@@ -86,6 +86,12 @@ def run_doctor(
             except TtftError as exc:
                 result = StepResult(name, name, status="failed")
                 result.notes.append(str(exc))
+            except Exception as exc:  # one broken step must not lose the others
+                result = StepResult(name, name, status="failed")
+                result.notes.append(
+                    f"internal error in this step ({type(exc).__name__}: {exc}); the other "
+                    "steps' results stand - please report this"
+                )
             result.seconds = time.monotonic() - started
         results.append(result)
         if on_step is not None:

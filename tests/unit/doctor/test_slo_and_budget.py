@@ -54,3 +54,16 @@ def test_steps_cut_by_the_budget_make_the_report_incomplete() -> None:
     assert {s.status for s in report.steps} == {"out_of_budget"}
     assert not report.healthy and report.findings == []
     assert report.to_json()["unfinished_steps"]
+
+
+def test_a_step_that_crashes_is_reported_failed_and_the_others_still_run() -> None:
+    def broken(ctx: DoctorContext) -> StepResult:
+        raise KeyError("surprise")
+
+    def fine(ctx: DoctorContext) -> StepResult:
+        return StepResult("fine", "fine", summary="measured")
+
+    ctx = DoctorContext(Target("http://127.0.0.1:9"), deadline=time.monotonic() + 60)
+    report = run_doctor(ctx, steps=[("broken", broken), ("fine", fine)])
+    assert [s.status for s in report.steps] == ["failed", "ok"]
+    assert "internal error" in report.steps[0].notes[0] and not report.healthy
