@@ -71,6 +71,11 @@ def cli() -> None:
     """Find where time-to-first-token goes, and remove the part outside the weights.
 
     With no --url, commands run against the embedded engine (llama.cpp + Gemma 3 270M).
+
+    \b
+    Start here:
+      ttft doctor                        # examine the embedded engine
+      ttft doctor --url http://HOST:PORT # examine your service; fixes ranked cheapest first
     """
 
 
