@@ -13,17 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ttft.client.stream import StreamingClient
-from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord, RunAnchor
-from ttft.engines.prometheus import Scrape, scrape_url
-from ttft.engines.registry import adapter_for
 from ttft.load.runner import CellPlan, Runner
-from ttft.load.server_metrics import MetricsWatcher
+from ttft.load.server_metrics import MetricsWatcher, track_gauge_peaks
 from ttft.load.sink import JsonlSink
 from ttft.load.target import Target
 from ttft.workload.requests import WorkItem
-
-GAUGE_SAMPLE_S = 0.25
 
 
 class ClientSender:
@@ -59,28 +54,6 @@ class BenchResult:
     cells: list[CellResult]
     notes: list[str]
     engine_kind: str | None
-
-
-async def _sample_gauges(url: str, kind: str, peaks: dict[str, float]) -> None:
-    """Peak running / waiting requests during a cell: the after-snapshot sees an idle server."""
-    adapter = adapter_for(kind)
-    gauges = {
-        metric.value: source
-        for metric, source in adapter.metric_sources().items()
-        if source.kind == "gauge"
-    }
-    while True:
-        try:
-            scrape: Scrape = await asyncio.to_thread(scrape_url, url, 2.0)
-        except TtftError:  # a missed sample must not end the run
-            scrape = Scrape()
-        for name, source in gauges.items():
-            for metric_name in source.names:
-                value = scrape.total(metric_name)
-                if value is not None:
-                    peaks[name] = max(peaks.get(name, 0.0), value)
-                    break
-        await asyncio.sleep(GAUGE_SAMPLE_S)
 
 
 async def run_cells(
@@ -120,7 +93,7 @@ async def run_cells(
             sampler = None
             if before is not None and watcher.engine_kind and target.metrics_url:
                 sampler = asyncio.create_task(
-                    _sample_gauges(target.metrics_url, watcher.engine_kind, peaks)
+                    track_gauge_peaks(target.metrics_url, watcher.engine_kind, peaks)
                 )
             started = time.perf_counter_ns()
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,6 +10,8 @@ from ttft.core.errors import TtftError
 from ttft.engines.base import EngineAdapter, metric_deltas
 from ttft.engines.prometheus import Scrape, scrape_url
 from ttft.engines.registry import adapter_for, detect_kind
+
+GAUGE_SAMPLE_S = 0.25
 
 
 @dataclass
@@ -58,3 +61,29 @@ class MetricsWatcher:
             out["metrics"][metric.value] = entry
         out["unavailable"] = {m.value: why for m, why in self._adapter.unavailable().items()}
         return out
+
+
+async def track_gauge_peaks(
+    url: str, kind: str, peaks: dict[str, float], every_s: float = GAUGE_SAMPLE_S
+) -> None:
+    """Keep the highest value of each gauge (running, waiting, KV usage) until cancelled.
+
+    A snapshot after a cell sees an idle server; the peaks are what the cell did to it.
+    """
+    gauges = {
+        metric.value: source
+        for metric, source in adapter_for(kind).metric_sources().items()
+        if source.kind == "gauge"
+    }
+    while True:
+        try:
+            scrape = await asyncio.to_thread(scrape_url, url, 2.0)
+        except TtftError:  # a missed sample must not end the run
+            scrape = Scrape()
+        for name, source in gauges.items():
+            for metric_name in source.names:
+                value = scrape.total(metric_name)
+                if value is not None:
+                    peaks[name] = max(peaks.get(name, 0.0), value)
+                    break
+        await asyncio.sleep(every_s)

@@ -15,7 +15,7 @@ from typing import Any
 from ttft.client.stream import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.load.runner import CellPlan, Runner
-from ttft.load.server_metrics import MetricsWatcher
+from ttft.load.server_metrics import MetricsWatcher, track_gauge_peaks
 from ttft.load.target import Target
 from ttft.workload.arrival import ClosedLoop
 from ttft.workload.requests import WorkItem
@@ -47,23 +47,6 @@ class _Sender:
         await self.client.send(body, record, self.anchor)
 
 
-async def _peaks(watcher: MetricsWatcher, peaks: dict[str, float], every_s: float) -> None:
-    while True:
-        scrape = await asyncio.to_thread(watcher.snapshot)
-        if scrape is not None and watcher.engine_kind:
-            from ttft.engines.registry import adapter_for
-
-            for metric, source in adapter_for(watcher.engine_kind).metric_sources().items():
-                if source.kind != "gauge":
-                    continue
-                for name in source.names:
-                    value = scrape.total(name)
-                    if value is not None:
-                        peaks[metric.value] = max(peaks.get(metric.value, 0.0), value)
-                        break
-        await asyncio.sleep(every_s)
-
-
 async def sample_async(
     target: Target,
     items: Sequence[WorkItem],
@@ -83,8 +66,8 @@ async def sample_async(
     before = await asyncio.to_thread(watcher.snapshot)
     peaks: dict[str, float] = {}
     sampler = (
-        asyncio.create_task(_peaks(watcher, peaks, 0.2))
-        if watch_gauges and before is not None
+        asyncio.create_task(track_gauge_peaks(target.metrics_url, watcher.engine_kind, peaks))
+        if watch_gauges and before is not None and target.metrics_url and watcher.engine_kind
         else None
     )
     started = time.perf_counter_ns()
