@@ -101,6 +101,13 @@ class StepResult:
     notes: list[str] = field(default_factory=list)  # what the step could not see, and why
     seconds: float = 0.0
 
+    def add_finding(self, **fields: Any) -> DoctorFinding:
+        """Record a finding of this step, with the evidence the step has gathered so far."""
+        fields.setdefault("evidence", tuple(self.evidence))
+        finding = DoctorFinding(step=self.name, **fields)
+        self.findings.append(finding)
+        return finding
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,

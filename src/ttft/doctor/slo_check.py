@@ -8,7 +8,7 @@ from ttft.core.metrics import get_metric
 from ttft.core.records import RequestRecord
 from ttft.core.slo import Slo, SloVerdict, evaluate
 from ttft.core.units import display_unit, to_display
-from ttft.doctor.findings import Confidence, CostTier, DoctorFinding, Evidence, StepResult
+from ttft.doctor.findings import Confidence, CostTier, Evidence, StepResult
 
 
 def _verdict(slo: Slo, records: Sequence[RequestRecord]) -> SloVerdict | None:
@@ -52,35 +52,27 @@ def check_slos(
         holding = [c for c in sorted(verdicts) if verdicts[c].passed and c < failing[0]]
         if holding:
             cap = holding[-1]
-            step.findings.append(
-                DoctorFinding(
-                    rule="capacity/slo-limit",
-                    symptom=f"the SLO {slo.text} holds up to concurrency {cap} and fails at "
-                    f"{failing[0]} ({shown(verdicts[failing[0]])})",
-                    cause="beyond that load, requests wait or share prefill compute, and the "
-                    "tail grows past the SLO",
-                    action=f"admit at most {cap} concurrent requests per replica (e.g. "
-                    f"`ttft gateway --max-in-flight {cap}`) and add replicas for more load; "
-                    "or apply the scheduling findings above",
-                    tier=CostTier.SCHEDULING,
-                    confidence=Confidence.MEDIUM,
-                    step=step.name,
-                    evidence=tuple(step.evidence),
-                )
+            step.add_finding(
+                rule="capacity/slo-limit",
+                symptom=f"the SLO {slo.text} holds up to concurrency {cap} and fails at "
+                f"{failing[0]} ({shown(verdicts[failing[0]])})",
+                cause="beyond that load, requests wait or share prefill compute, and the "
+                "tail grows past the SLO",
+                action=f"admit at most {cap} concurrent requests per replica (e.g. "
+                f"`ttft gateway --max-in-flight {cap}`) and add replicas for more load; "
+                "or apply the scheduling findings above",
+                tier=CostTier.SCHEDULING,
+                confidence=Confidence.MEDIUM,
             )
         else:
-            step.findings.append(
-                DoctorFinding(
-                    rule="capacity/slo-unmet-unloaded",
-                    symptom=f"the SLO {slo.text} fails even at concurrency {failing[0]} "
-                    f"({shown(verdicts[failing[0]])})",
-                    cause="the prompts' prefill alone takes longer than the SLO allows on this "
-                    "deployment",
-                    action="shorten or cache the prompts' prefixes (see the prefix-cache step), "
-                    "or faster hardware / kernels; admission control cannot fix this",
-                    tier=CostTier.PRECISION,
-                    confidence=Confidence.MEDIUM,
-                    step=step.name,
-                    evidence=tuple(step.evidence),
-                )
+            step.add_finding(
+                rule="capacity/slo-unmet-unloaded",
+                symptom=f"the SLO {slo.text} fails even at concurrency {failing[0]} "
+                f"({shown(verdicts[failing[0]])})",
+                cause="the prompts' prefill alone takes longer than the SLO allows on this "
+                "deployment",
+                action="shorten or cache the prompts' prefixes (see the prefix-cache step), "
+                "or faster hardware / kernels; admission control cannot fix this",
+                tier=CostTier.PRECISION,
+                confidence=Confidence.MEDIUM,
             )

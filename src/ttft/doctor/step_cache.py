@@ -7,7 +7,7 @@ from typing import Any
 
 from ttft.core.records import RequestRecord
 from ttft.doctor.context import DoctorContext, median, server_ms, ttft_ms, ttfts_ms
-from ttft.doctor.findings import Confidence, CostTier, DoctorFinding, Evidence, StepResult
+from ttft.doctor.findings import Confidence, CostTier, Evidence, StepResult
 from ttft.lint.dynamic_content import DynamicSpan, find_dynamic
 from ttft.workload.requests import WorkItem
 
@@ -57,7 +57,7 @@ def prefix_cache(ctx: DoctorContext) -> StepResult:
         )
     cache_works = t2 < 0.6 * t1 or (hit is not None and hit >= 0.8 * TWICE_TOKENS)
     if not cache_works:
-        step.findings.append(_cache_off(ctx, step, t1, t2, hit))
+        _cache_off(ctx, step, t1, t2, hit)
     if ctx.real_items:
         _replay(ctx, step, cache_works)
     else:
@@ -73,7 +73,7 @@ def prefix_cache(ctx: DoctorContext) -> StepResult:
 
 def _cache_off(
     ctx: DoctorContext, step: StepResult, t1: float, t2: float, hit: float | None
-) -> DoctorFinding:
+) -> None:
     action = {
         "vllm": "vLLM: `--enable-prefix-caching` (and drop `--no-enable-prefix-caching`)",
         "sglang": "SGLang: drop `--disable-radix-cache`",
@@ -81,15 +81,13 @@ def _cache_off(
         "keep `cache_prompt` true in requests, and have enough slots (`-np`) for the distinct "
         "prefixes in flight",
     }.get(ctx.engine_kind or "", "enable the engine's prefix caching")
-    return DoctorFinding(
+    step.add_finding(
         rule="cache/prefix-cache-off",
         symptom=f"an identical request is not faster the second time ({t1:.0f} -> {t2:.0f} ms)",
         cause="prefix caching is off or evicted before reuse",
         action=action,
         tier=CostTier.CACHE,
         confidence=Confidence.HIGH if hit is not None and hit < 32 else Confidence.MEDIUM,
-        step=step.name,
-        evidence=tuple(step.evidence),
         expected_gain_ms=max(0.0, t1 - 0.1 * t1),
         expected_gain="most of the prefill time of repeated prefixes",
     )
@@ -158,27 +156,23 @@ def _replay(ctx: DoctorContext, step: StepResult, cache_works: bool) -> None:
             "lint",
         )
     )
-    step.findings.append(
-        DoctorFinding(
-            rule="cache/dynamic-prefix",
-            symptom=f"requests that share a {could:.0f}-token prompt prefix reuse only "
-            f"{got:.0f} tokens from the cache",
-            cause=f"{first.label} ({first.text!r}) near the start of the prompt changes on every "
-            "request, so no request's prefix matches an earlier one",
-            action="move the dynamic content to the end of the last user message (or inject it "
-            "by a tool call); keep the system prompt byte-identical across requests "
-            "(`ttft lint prompts` shows every such span)",
-            tier=CostTier.TRANSPORT,  # a prompt/template change: the cheapest tier
-            confidence=Confidence.HIGH if cache_works else Confidence.MEDIUM,
-            step=step.name,
-            evidence=tuple(step.evidence),
-            expected_gain_ms=gain,
-            expected_gain=(
-                f"about {gain:.0f} ms of prefill per request"
-                if gain
-                else f"{could - got:.0f} prompt tokens of prefill per request"
-            ),
-        )
+    step.add_finding(
+        rule="cache/dynamic-prefix",
+        symptom=f"requests that share a {could:.0f}-token prompt prefix reuse only "
+        f"{got:.0f} tokens from the cache",
+        cause=f"{first.label} ({first.text!r}) near the start of the prompt changes on every "
+        "request, so no request's prefix matches an earlier one",
+        action="move the dynamic content to the end of the last user message (or inject it "
+        "by a tool call); keep the system prompt byte-identical across requests "
+        "(`ttft lint prompts` shows every such span)",
+        tier=CostTier.TRANSPORT,  # a prompt/template change: the cheapest tier
+        confidence=Confidence.HIGH if cache_works else Confidence.MEDIUM,
+        expected_gain_ms=gain,
+        expected_gain=(
+            f"about {gain:.0f} ms of prefill per request"
+            if gain
+            else f"{could - got:.0f} prompt tokens of prefill per request"
+        ),
     )
 
 
@@ -219,20 +213,16 @@ def control(ctx: DoctorContext) -> StepResult:
     step.evidence.append(Evidence("expected TTFT for that length", expected, "ms", "prefill rate"))
     step.summary = f"your prompts take {t_real:.0f} ms where their length explains {expected:.0f}"
     if t_real > 1.5 * expected + 50:
-        step.findings.append(
-            DoctorFinding(
-                rule="template/slow-real-prompts",
-                symptom=f"your prompts take {t_real:.0f} ms to first token, their length "
-                f"explains {expected:.0f} ms",
-                cause="something in the prompts' structure or template costs time beyond "
-                "prefill (rendering, tokenization, tool schemas, a proxy rewriting bodies)",
-                action="render and tokenize the template once per static part (`ttft gateway` "
-                "pre-rendering); check `ttft lint prompts` on the request log",
-                tier=CostTier.TRANSPORT,
-                confidence=Confidence.MEDIUM,
-                step=step.name,
-                evidence=tuple(step.evidence),
-                expected_gain_ms=t_real - expected,
-            )
+        step.add_finding(
+            rule="template/slow-real-prompts",
+            symptom=f"your prompts take {t_real:.0f} ms to first token, their length "
+            f"explains {expected:.0f} ms",
+            cause="something in the prompts' structure or template costs time beyond "
+            "prefill (rendering, tokenization, tool schemas, a proxy rewriting bodies)",
+            action="render and tokenize the template once per static part (`ttft gateway` "
+            "pre-rendering); check `ttft lint prompts` on the request log",
+            tier=CostTier.TRANSPORT,
+            confidence=Confidence.MEDIUM,
+            expected_gain_ms=t_real - expected,
         )
     return step

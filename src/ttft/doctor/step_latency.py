@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from ttft.doctor.context import DoctorContext, median, ttft_ms, ttfts_ms
-from ttft.doctor.findings import Confidence, CostTier, DoctorFinding, Evidence, StepResult
+from ttft.doctor.findings import Confidence, CostTier, Evidence, StepResult
 from ttft.probe.sampler import sample_async
 from ttft.workload.requests import WorkItem
 
@@ -37,20 +37,15 @@ def cold_start(ctx: DoctorContext) -> StepResult:
     ]
     step.summary = f"first request {cold:.0f} ms against {warm:.0f} ms warm"
     if cold > 2 * warm + 200:
-        step.findings.append(
-            DoctorFinding(
-                rule="latency/cold-start",
-                symptom=f"the first request after a start takes {cold:.0f} ms, warm ones "
-                f"{warm:.0f} ms",
-                cause="weights paged in on first use (mmap) and one-time kernel set-up",
-                action="send a warm-up request before taking traffic; llama-server: "
-                "`-lm mlock` (older builds `--mlock --no-mmap`)",
-                tier=CostTier.SCHEDULING,
-                confidence=Confidence.MEDIUM,
-                step=step.name,
-                evidence=tuple(step.evidence),
-                expected_gain_ms=cold - warm,
-            )
+        step.add_finding(
+            rule="latency/cold-start",
+            symptom=f"the first request after a start takes {cold:.0f} ms, warm ones {warm:.0f} ms",
+            cause="weights paged in on first use (mmap) and one-time kernel set-up",
+            action="send a warm-up request before taking traffic; llama-server: "
+            "`-lm mlock` (older builds `--mlock --no-mmap`)",
+            tier=CostTier.SCHEDULING,
+            confidence=Confidence.MEDIUM,
+            expected_gain_ms=cold - warm,
         )
     return step
 
@@ -130,20 +125,16 @@ def head_of_line(ctx: DoctorContext) -> StepResult:
             "starts (smaller `-b`/`-ub` did not change that here): serve long prompts from their "
             "own llama-server replica so short requests never queue behind them",
         }.get(ctx.engine_kind or "", "enable chunked prefill")
-        step.findings.append(
-            DoctorFinding(
-                rule="scheduling/head-of-line",
-                symptom=f"short requests wait behind long prefills: {alone:.0f} ms alone, "
-                f"{worst:.0f} ms while a long prompt is being prefilled",
-                cause="a long prefill occupies the engine and short requests cannot start until "
-                "it finishes (p50 fine, p99 bad)",
-                action=f"{fix}; or separate long and short requests into lanes (`ttft gateway` "
-                "short/long lanes)",
-                tier=CostTier.SCHEDULING,
-                confidence=Confidence.HIGH,
-                step=step.name,
-                evidence=tuple(step.evidence),
-                expected_gain_ms=worst - alone,
-            )
+        step.add_finding(
+            rule="scheduling/head-of-line",
+            symptom=f"short requests wait behind long prefills: {alone:.0f} ms alone, "
+            f"{worst:.0f} ms while a long prompt is being prefilled",
+            cause="a long prefill occupies the engine and short requests cannot start until "
+            "it finishes (p50 fine, p99 bad)",
+            action=f"{fix}; or separate long and short requests into lanes (`ttft gateway` "
+            "short/long lanes)",
+            tier=CostTier.SCHEDULING,
+            confidence=Confidence.HIGH,
+            expected_gain_ms=worst - alone,
         )
     return step

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ttft.core.records import RequestRecord
 from ttft.doctor.context import DoctorContext, describe_levels, median, server_ms, ttfts_ms
-from ttft.doctor.findings import Confidence, CostTier, DoctorFinding, Evidence, StepResult
+from ttft.doctor.findings import Confidence, CostTier, Evidence, StepResult
 from ttft.doctor.slo_check import check_slos
 from ttft.engines.registry import adapter_for
 
@@ -121,19 +121,15 @@ def capacity(ctx: DoctorContext) -> StepResult:
     )
     _queueing_finding(ctx, step, p50s, queue, waiting, slots)
     if preemptions > 0:
-        step.findings.append(
-            DoctorFinding(
-                rule="capacity/preemption",
-                symptom=f"{preemptions:.0f} preemptions while under load",
-                cause="the KV cache runs out, so running requests are evicted and recomputed",
-                action="lower --max-num-seqs (vLLM) / --max-running-requests (SGLang), or give "
-                "the KV cache more room (memory utilization 0.85-0.90, FP8 KV with a quality "
-                "check)",
-                tier=CostTier.CACHE,
-                confidence=Confidence.HIGH,
-                step=step.name,
-                evidence=tuple(step.evidence),
-            )
+        step.add_finding(
+            rule="capacity/preemption",
+            symptom=f"{preemptions:.0f} preemptions while under load",
+            cause="the KV cache runs out, so running requests are evicted and recomputed",
+            action="lower --max-num-seqs (vLLM) / --max-running-requests (SGLang), or give "
+            "the KV cache more room (memory utilization 0.85-0.90, FP8 KV with a quality "
+            "check)",
+            tier=CostTier.CACHE,
+            confidence=Confidence.HIGH,
         )
     if kv_peak is not None:
         step.evidence.append(Evidence("peak KV-cache usage", 100 * kv_peak, "%", "metrics"))
@@ -166,21 +162,17 @@ def _queueing_finding(
             "sglang": f"SGLang: raise `--max-running-requests` to at least {level}",
         }.get(ctx.engine_kind or "", "raise the engine's concurrent-request limit")
         slot_text = f" with {slots} slot(s)" if slots is not None else ""
-        step.findings.append(
-            DoctorFinding(
-                rule="capacity/queueing",
-                symptom=f"at concurrency {level} requests wait {wait:.0f} ms for a free slot "
-                f"({100 * share:.0f}% of TTFT p50 {p50s[level]:.0f} ms)",
-                cause=f"more concurrent requests than the engine runs at once{slot_text}; the "
-                "rest queue behind them (TTFT rises as a staircase)",
-                action=engine_fix,
-                tier=CostTier.SCHEDULING,
-                confidence=Confidence.HIGH if waited else Confidence.MEDIUM,
-                step=step.name,
-                evidence=tuple(step.evidence),
-                expected_gain_ms=wait,
-                expected_gain=f"up to {wait:.0f} ms of TTFT p50 at concurrency {level}, paid "
-                "for with slower batched prefill",
-            )
+        step.add_finding(
+            rule="capacity/queueing",
+            symptom=f"at concurrency {level} requests wait {wait:.0f} ms for a free slot "
+            f"({100 * share:.0f}% of TTFT p50 {p50s[level]:.0f} ms)",
+            cause=f"more concurrent requests than the engine runs at once{slot_text}; the "
+            "rest queue behind them (TTFT rises as a staircase)",
+            action=engine_fix,
+            tier=CostTier.SCHEDULING,
+            confidence=Confidence.HIGH if waited else Confidence.MEDIUM,
+            expected_gain_ms=wait,
+            expected_gain=f"up to {wait:.0f} ms of TTFT p50 at concurrency {level}, paid "
+            "for with slower batched prefill",
         )
         return

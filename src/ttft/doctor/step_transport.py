@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ttft.core.records import RequestRecord
 from ttft.doctor.context import DoctorContext, median, server_ms, ttft_ms, ttfts_ms
-from ttft.doctor.findings import Confidence, CostTier, DoctorFinding, Evidence, StepResult
+from ttft.doctor.findings import Confidence, CostTier, Evidence, StepResult
 from ttft.probe.sampler import Sample
 
 STREAM_TOKENS = 32
@@ -109,26 +109,20 @@ def run(ctx: DoctorContext) -> StepResult:
         (g for g in (gap_plain, gap_gz, direct_gap, histogram_gap) if g is not None), default=None
     )
     if plain_bunched or gz_bunched:
-        step.findings.append(
-            _buffering_finding(plain_bunched, gz_bunched, gzip_seen, worst_gap, step.evidence)
-        )
+        _buffering_finding(step, plain_bunched, gz_bunched, gzip_seen, worst_gap)
     elif worst_gap is not None and worst_gap > GAP_MS:
-        step.findings.append(
-            DoctorFinding(
-                rule="transport/slow-first-byte",
-                symptom=f"the first token reaches the client {worst_gap:.0f} ms after the server "
-                "finished prefill",
-                cause="time spent between server and client (proxy, network, TLS or a queue in "
-                "front of the engine)",
-                action="measure the same request directly against the engine (--direct-url) and "
-                "remove the hop that adds the delay",
-                tier=CostTier.TRANSPORT,
-                confidence=Confidence.MEDIUM,
-                step=step.name,
-                evidence=tuple(step.evidence),
-                expected_gain_ms=worst_gap,
-                expected_gain=f"up to {worst_gap:.0f} ms of TTFT",
-            )
+        step.add_finding(
+            rule="transport/slow-first-byte",
+            symptom=f"the first token reaches the client {worst_gap:.0f} ms after the server "
+            "finished prefill",
+            cause="time spent between server and client (proxy, network, TLS or a queue in "
+            "front of the engine)",
+            action="measure the same request directly against the engine (--direct-url) and "
+            "remove the hop that adds the delay",
+            tier=CostTier.TRANSPORT,
+            confidence=Confidence.MEDIUM,
+            expected_gain_ms=worst_gap,
+            expected_gain=f"up to {worst_gap:.0f} ms of TTFT",
         )
     if any(f.rule in ("transport/gzip-stream", "transport/buffered-stream") for f in step.findings):
         step.summary = "the stream arrives bunched: held back in transit"
@@ -184,8 +178,8 @@ def _direct_gap(ctx: DoctorContext, step: StepResult) -> float | None:
 
 
 def _buffering_finding(
-    plain: bool, gz: bool, gzip_seen: bool, gap: float | None, evidence: list[Evidence]
-) -> DoctorFinding:
+    step: StepResult, plain: bool, gz: bool, gzip_seen: bool, gap: float | None
+) -> None:
     extra = [Evidence("response Content-Encoding", "gzip" if gzip_seen else "none", "", "client")]
     if gz and not plain:
         cause = (
@@ -209,8 +203,7 @@ def _buffering_finding(
             "the upstream"
         )
         rule = "transport/buffered-stream"
-    gain = gap if gap is not None else None
-    return DoctorFinding(
+    step.add_finding(
         rule=rule,
         symptom="all chunks of a streamed answer reach the client at once, at the end"
         + (f"; first token {gap:.0f} ms after the server's prefill" if gap is not None else ""),
@@ -218,12 +211,11 @@ def _buffering_finding(
         action=action,
         tier=CostTier.TRANSPORT,
         confidence=Confidence.HIGH,
-        step="transport",
-        evidence=tuple(evidence + extra),
-        expected_gain_ms=gain,
+        evidence=tuple(step.evidence + extra),
+        expected_gain_ms=gap,
         expected_gain=(
-            f"about {gain:.0f} ms of TTFT for a {STREAM_TOKENS}-token answer, more for longer ones"
+            f"about {gap:.0f} ms of TTFT for a {STREAM_TOKENS}-token answer, more for longer ones"
         )
-        if gain is not None
+        if gap is not None
         else "the whole answer's generation time",
     )
