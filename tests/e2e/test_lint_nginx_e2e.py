@@ -16,8 +16,8 @@ import pytest
 
 from ttft.engines.embedded import RunningEngine
 from ttft.lint.findings import Severity
-from ttft.lint.nginx_config import load
-from ttft.lint.nginx_rules import NginxLintOptions, lint_config
+from ttft.lint.nginx.config import load
+from ttft.lint.nginx.rules import NginxLintOptions, lint_config
 from ttft.testing.nginx import render, run_nginx
 
 pytestmark = pytest.mark.e2e

@@ -32,15 +32,15 @@ from click.testing import CliRunner
 
 from ttft.cli.main import cli
 from ttft.engines.embedded import RunningEngine, embedded_model_path
-from ttft.lint.chat_template import TemplateRenderer
-from ttft.lint.prefix_cache import CACHE_MODELS
-from ttft.lint.prompts import lint_prompts
+from ttft.lint.prompts.analysis import lint_prompts
+from ttft.lint.prompts.prefix_cache import CACHE_MODELS
+from ttft.lint.prompts.server import server_prefix_ids, template_from_server
+from ttft.lint.prompts.tokens import PromptTokens
 from ttft.lint.prompts_gguf import read_gguf_chat_metadata, read_gguf_sliding_window
-from ttft.lint.prompts_report import findings
-from ttft.lint.prompts_requests import ChatRequest, load_request_log
-from ttft.lint.prompts_server import server_prefix_ids, template_from_server
-from ttft.lint.prompts_static import render
-from ttft.lint.prompts_tokens import PromptTokens
+from ttft.prompts.chat_template import TemplateRenderer
+from ttft.prompts.static_prefix import render
+from ttft.report.prompts import findings
+from ttft.workload.request_log import ChatRequest, load_request_log
 from ttft.workload.tokenizer import ServerTokenizer
 
 pytestmark = pytest.mark.e2e

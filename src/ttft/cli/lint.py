@@ -68,8 +68,8 @@ def nginx(
 
     PATH is the main configuration file, e.g. /etc/nginx/nginx.conf.
     """
-    from ttft.lint.nginx_config import load
-    from ttft.lint.nginx_rules import NginxLintOptions, lint_config, parse_nginx_time
+    from ttft.lint.nginx.config import load
+    from ttft.lint.nginx.rules import NginxLintOptions, lint_config, parse_nginx_time
 
     with user_errors():
         seconds = parse_nginx_time(min_read_timeout)

@@ -18,12 +18,12 @@ from rich.table import Table
 
 from ttft.cli.lint_common import exit_with, output_options, user_errors
 from ttft.core.errors import TtftError
-from ttft.lint.chat_template import ChatTemplate
 from ttft.lint.findings import Severity, without_rules
-from ttft.lint.output import dumps, exit_code, render_text, to_json, to_sarif
-from ttft.lint.prefix_cache import CACHE_MODEL_HELP, CACHE_MODELS
-from ttft.lint.prompts_requests import ChatRequest
-from ttft.lint.prompts_tokens import PromptTokens
+from ttft.lint.prompts.prefix_cache import CACHE_MODEL_HELP, CACHE_MODELS
+from ttft.lint.prompts.tokens import PromptTokens
+from ttft.prompts.chat_template import ChatTemplate
+from ttft.report.findings import dumps, exit_code, render_text, to_json, to_sarif
+from ttft.workload.request_log import ChatRequest
 from ttft.workload.tokenizer import Tokenizer
 
 
@@ -44,13 +44,13 @@ def _sources(
 ) -> Iterator[_Sources]:
     """Template and tokenizer from files, a running server, or the embedded engine (started here
     and stopped on exit) for whatever the files do not give."""
-    from ttft.lint.prompts_server import (
+    from ttft.lint.prompts.server import (
         fetch_server_props,
         server_prefix_ids,
         server_sliding_window,
         template_from_server,
     )
-    from ttft.lint.prompts_sources import load_template
+    from ttft.lint.prompts.sources import load_template
     from ttft.workload.hf_tokenizer import HFTokenizer
     from ttft.workload.tokenizer import ServerTokenizer
 
@@ -90,7 +90,7 @@ def _start_embedded(stack: contextlib.ExitStack) -> str:
 
 
 def _load_requests(log: Path | None, messages: Path | None) -> list[ChatRequest]:
-    from ttft.lint.prompts_requests import load_request_log, load_sample
+    from ttft.workload.request_log import load_request_log, load_sample
 
     if (log is None) == (messages is None):
         raise TtftError(
@@ -188,10 +188,10 @@ def prompts(
       ttft lint prompts --url http://127.0.0.1:8080 requests.jsonl --prefill-rate 420
       ttft lint prompts --messages chat.json --template tokenizer_config.json
     """
-    from ttft.lint.prompts import lint_prompts
-    from ttft.lint.prompts_report import findings as to_findings
-    from ttft.lint.prompts_report import report, report_rows, saving_line
-    from ttft.lint.prompts_server import measure_prefill_rate
+    from ttft.lint.prompts.analysis import lint_prompts
+    from ttft.lint.prompts.server import measure_prefill_rate
+    from ttft.report.prompts import findings as to_findings
+    from ttft.report.prompts import report, report_rows, saving_line
 
     with user_errors():
         requests = _load_requests(log, messages)

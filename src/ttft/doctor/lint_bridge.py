@@ -63,8 +63,8 @@ def to_doctor(findings: Sequence[Finding], source: str) -> list[DoctorFinding]:
 def lint_findings(nginx_conf: Path | None, engine_cmd: str | None) -> list[DoctorFinding]:
     found: list[DoctorFinding] = []
     if nginx_conf is not None:
-        from ttft.lint.nginx_config import load
-        from ttft.lint.nginx_rules import lint_config
+        from ttft.lint.nginx.config import load
+        from ttft.lint.nginx.rules import lint_config
 
         found += to_doctor(lint_config(load(nginx_conf)), "nginx")
     if engine_cmd:

@@ -8,7 +8,7 @@ from typing import Any
 from ttft.core.records import RequestRecord
 from ttft.doctor.context import DoctorContext, median, server_ms, ttft_ms, ttfts_ms
 from ttft.doctor.findings import Confidence, CostTier, Evidence, StepResult
-from ttft.lint.dynamic_content import DynamicSpan, find_dynamic
+from ttft.prompts.dynamic_content import DynamicSpan, find_dynamic
 from ttft.workload.requests import WorkItem
 
 TWICE_TOKENS = 600

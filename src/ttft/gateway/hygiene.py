@@ -3,9 +3,9 @@
 A timestamp or request id near the start of the prompt makes every request's prefix different,
 so the engine's prefix cache never hits (the article's "dynamic content zeroes the hit rate
 silently"). With ``hygiene = true`` on a model, the gateway runs the prompt linter's detectors
-(``ttft.lint.dynamic_content``) over the system and developer messages and moves each line that
+(``ttft.prompts.dynamic_content``) over the system and developer messages and moves each line that
 holds dynamic content to the end of the last user message, with lint's own move
-(``ttft.lint.prompts_move``), so ``ttft lint prompts --suggest`` and the gateway agree on what the
+(``ttft.prompts.transform``), so ``ttft lint prompts --suggest`` and the gateway agree on what the
 fix is. It changes the prompt the model sees, which is why it is opt-in and counted.
 """
 
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ttft.lint.dynamic_content import find_dynamic
-from ttft.lint.prompts_move import move_to_end
-from ttft.lint.prompts_requests import ChatRequest
-from ttft.lint.prompts_static import STATIC_ROLES, TextPlace, last_user_index
+from ttft.prompts.dynamic_content import find_dynamic
+from ttft.prompts.static_prefix import STATIC_ROLES, TextPlace, last_user_index
+from ttft.prompts.transform import move_to_end
+from ttft.workload.request_log import ChatRequest
 
 
 def move_dynamic(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:

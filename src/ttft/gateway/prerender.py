@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ttft.lint.chat_template import ChatTemplate, TemplateRenderer
+from ttft.prompts.chat_template import ChatTemplate, TemplateRenderer
 
 _clock = time.perf_counter_ns
 _SENTINEL_A = "\ue000ttft-a\ue000"

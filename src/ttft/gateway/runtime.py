@@ -222,7 +222,7 @@ async def setup_prerender(
 async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None:
     """The new state, or None to try again later (no upstream answered yet)."""
     from ttft.gateway.prerender import Prerenderer  # needs jinja2 (the lint extra)
-    from ttft.lint.chat_template import ChatTemplate
+    from ttft.prompts.chat_template import ChatTemplate
 
     model = runtime.config
     llama = model.engine == "llama.cpp"
@@ -245,7 +245,7 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
         }
         template = ChatTemplate(text, f"GET {source.name}/props (chat_template)", special)
     else:
-        from ttft.lint.prompts_sources import load_template
+        from ttft.lint.prompts.sources import load_template
 
         template = load_template(Path(model.chat_template))
     if "<think>" in template.source or "reasoning_content" in template.source:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ttft.gateway.prerender import Prerenderer, template_literals
-from ttft.lint.chat_template import ChatTemplate
+from ttft.prompts.chat_template import ChatTemplate
 
 CHATML = (
     "{%- for message in messages -%}\n"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ttft.lint.findings import Finding
-from ttft.lint.nginx_config import NginxConfig, load
-from ttft.lint.nginx_rules import NginxLintOptions, lint_config
+from ttft.lint.nginx.config import NginxConfig, load
+from ttft.lint.nginx.rules import NginxLintOptions, lint_config
 
 NGINX_DATA = Path(__file__).resolve().parents[2] / "data" / "nginx"
 FIXTURES = ("bad", "clean", "inheritance", "mixed")  # configs real nginx accepts

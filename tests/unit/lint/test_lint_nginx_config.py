@@ -9,7 +9,7 @@ from nginx_testkit import NGINX_DATA, by_rule, fixture, lint_file, rules, write_
 
 from ttft.core.errors import TtftError
 from ttft.lint.findings import Severity
-from ttft.lint.nginx_config import load
+from ttft.lint.nginx.config import load
 
 
 def test_includes_are_followed_with_globs_and_nested_snippets() -> None:

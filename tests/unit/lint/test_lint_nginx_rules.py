@@ -21,7 +21,7 @@ from nginx_testkit import (
 )
 
 from ttft.lint.findings import Severity
-from ttft.lint.nginx_rules import parse_nginx_time
+from ttft.lint.nginx.rules import parse_nginx_time
 
 
 def test_clean_location_has_no_findings(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from ttft.lint.findings import (
     without_rules,
     worst,
 )
-from ttft.lint.output import exit_code, render_text, summary_line, to_json, to_sarif
+from ttft.report.findings import exit_code, render_text, summary_line, to_json, to_sarif
 
 
 def _finding(

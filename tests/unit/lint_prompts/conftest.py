@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from ttft.lint.chat_template import ChatTemplate
-from ttft.lint.prompts_sources import load_template
-from ttft.lint.prompts_tokens import PromptTokens
+from ttft.lint.prompts.sources import load_template
+from ttft.lint.prompts.tokens import PromptTokens
+from ttft.prompts.chat_template import ChatTemplate
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"
 REQUESTS = Path(__file__).resolve().parents[2] / "data" / "requests"

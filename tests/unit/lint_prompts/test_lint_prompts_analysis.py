@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from ttft.core.errors import TtftError
-from ttft.lint.chat_template import ChatTemplate, TemplateRenderer
 from ttft.lint.findings import Severity
-from ttft.lint.prefix_cache import CACHE_MODELS
-from ttft.lint.prompts import lint_prompts
-from ttft.lint.prompts_report import findings, report, report_rows, saving_line
-from ttft.lint.prompts_requests import ChatRequest, load_request_log
-from ttft.lint.prompts_static import analyse
-from ttft.lint.prompts_tokens import PromptTokens
+from ttft.lint.prompts.analysis import lint_prompts
+from ttft.lint.prompts.prefix_cache import CACHE_MODELS
+from ttft.lint.prompts.tokens import PromptTokens
+from ttft.prompts.chat_template import ChatTemplate, TemplateRenderer
+from ttft.prompts.static_prefix import analyse
+from ttft.report.prompts import findings, report, report_rows, saving_line
+from ttft.workload.request_log import ChatRequest, load_request_log
 
 LOG = Path(__file__).resolve().parents[2] / "data" / "requests" / "timestamp_first.jsonl"
 Load = Callable[[str], ChatTemplate]

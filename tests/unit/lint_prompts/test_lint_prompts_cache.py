@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ttft.lint.prefix_cache import CACHE_MODELS, distribution, prefix_groups, simulate
+from ttft.lint.prompts.prefix_cache import CACHE_MODELS, distribution, prefix_groups, simulate
 
 SYSTEM = list(range(100))
 

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from ttft.lint.dynamic_content import find_dynamic
+from ttft.prompts.dynamic_content import find_dynamic
 
 
 def kinds(text: str) -> list[tuple[str, str]]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ttft.lint.prompts_move import canonical_tools, move_to_end, normalize, static_key
-from ttft.lint.prompts_requests import ChatRequest
-from ttft.lint.prompts_static import TextPlace
+from ttft.prompts.static_prefix import TextPlace
+from ttft.prompts.transform import canonical_tools, move_to_end, normalize, static_key
+from ttft.workload.request_log import ChatRequest
 
 
 def request(system: object, user: object = "Question?") -> ChatRequest:

@@ -8,7 +8,7 @@ from datetime import datetime
 import pytest
 
 from ttft.core.errors import TtftError
-from ttft.lint.chat_template import ChatTemplate, TemplateRenderer
+from ttft.prompts.chat_template import ChatTemplate, TemplateRenderer
 
 CLOCK = datetime(2026, 3, 15, 14, 22, 31)
 CONVERSATION = [

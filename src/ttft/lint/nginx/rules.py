@@ -16,8 +16,8 @@ upstream sending one event every 300 ms; see tests/unit/lint/test_lint_nginx_rea
 from __future__ import annotations
 
 from ttft.lint.findings import Finding, Location, Severity, sort_findings
-from ttft.lint.nginx_config import ConfigProblem, NginxConfig, Route
-from ttft.lint.nginx_rulekit import (
+from ttft.lint.nginx.config import ConfigProblem, NginxConfig, Route
+from ttft.lint.nginx.rulekit import (
     ENGINES,
     SENDS_X_ACCEL_NO,
     Hit,
@@ -26,12 +26,12 @@ from ttft.lint.nginx_rulekit import (
     buffering_state,
     parse_nginx_time,
 )
-from ttft.lint.nginx_rules_stream import (
+from ttft.lint.nginx.rules_stream import (
     rule_gzip_event_stream,
     rule_proxy_buffering,
     rule_x_accel_misplaced,
 )
-from ttft.lint.nginx_rules_upstream import (
+from ttft.lint.nginx.rules_upstream import (
     rule_proxy_cache,
     rule_proxy_http_version,
     rule_proxy_read_timeout,

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from ttft.lint.prompts_requests import ChatRequest
-from ttft.lint.prompts_static import STATIC_ROLES, TextPlace, last_user_index
+from ttft.prompts.static_prefix import STATIC_ROLES, TextPlace, last_user_index
+from ttft.workload.request_log import ChatRequest
 
 # A line longer than this is a paragraph: move only the sentence that holds the dynamic value.
 _LONG_LINE = 200

@@ -4,8 +4,8 @@ X-Accel-Buffering header does (and does not) work."""
 from __future__ import annotations
 
 from ttft.lint.findings import Severity
-from ttft.lint.nginx_config import NginxConfig, Route
-from ttft.lint.nginx_rulekit import (
+from ttft.lint.nginx.config import NginxConfig, Route
+from ttft.lint.nginx.rulekit import (
     Hit,
     NginxLintOptions,
     buffering_state,

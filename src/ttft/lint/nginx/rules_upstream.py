@@ -4,8 +4,8 @@ timeout and request buffering."""
 from __future__ import annotations
 
 from ttft.lint.findings import Location, Severity
-from ttft.lint.nginx_config import NginxConfig, Route
-from ttft.lint.nginx_rulekit import (
+from ttft.lint.nginx.config import NginxConfig, Route
+from ttft.lint.nginx.rulekit import (
     Hit,
     NginxLintOptions,
     directive_text,

@@ -19,8 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from ttft.lint.chat_template import ChatTemplate, TemplateRenderer, TemplateRuntimeError
-from ttft.lint.prefix_cache import (
+from ttft.lint.prompts.prefix_cache import (
     CACHE_MODELS,
     CacheModel,
     CacheSimulation,
@@ -28,10 +27,10 @@ from ttft.lint.prefix_cache import (
     prefix_groups,
     simulate,
 )
-from ttft.lint.prompts_move import move_to_end, normalize, static_key
-from ttft.lint.prompts_requests import ChatRequest
-from ttft.lint.prompts_stability import Instability, find_instability
-from ttft.lint.prompts_static import (
+from ttft.lint.prompts.stability import Instability, find_instability
+from ttft.lint.prompts.tokens import PromptTokens
+from ttft.prompts.chat_template import ChatTemplate, TemplateRenderer, TemplateRuntimeError
+from ttft.prompts.static_prefix import (
     FoundSpan,
     RenderedRequest,
     analyse,
@@ -39,7 +38,8 @@ from ttft.lint.prompts_static import (
     locate,
     varying_span,
 )
-from ttft.lint.prompts_tokens import PromptTokens
+from ttft.prompts.transform import move_to_end, normalize, static_key
+from ttft.workload.request_log import ChatRequest
 
 # Two instants a day, an hour, a minute and a second apart: a template that reads the clock
 # renders differently at them, whatever the resolution of its format.

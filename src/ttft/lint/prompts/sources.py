@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ttft.core.errors import TtftError
-from ttft.lint.chat_template import ChatTemplate
 from ttft.lint.prompts_gguf import read_gguf_chat_metadata
+from ttft.prompts.chat_template import ChatTemplate
 
 _SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ttft.lint.prefix_cache import common_prefix_len
+from ttft.lint.prompts.prefix_cache import common_prefix_len
 from ttft.workload.tokenizer import Tokenizer
 
 

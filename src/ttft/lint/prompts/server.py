@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ttft.core.errors import TtftError
-from ttft.lint.chat_template import ChatTemplate
 from ttft.lint.prompts_gguf import read_gguf_sliding_window
+from ttft.prompts.chat_template import ChatTemplate
 
 
 def _get_json(url: str, body: dict[str, Any] | None, timeout_s: float) -> dict[str, Any]:

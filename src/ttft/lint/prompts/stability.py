@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ttft.lint.prompts_move import normalize_text, static_key
-from ttft.lint.prompts_static import RenderedRequest, last_user_index
+from ttft.prompts.static_prefix import RenderedRequest, last_user_index
+from ttft.prompts.transform import normalize_text, static_key
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ttft.lint.findings import Location, Severity
-from ttft.lint.nginx_config import NginxConfig, Route, Setting
+from ttft.lint.nginx.config import NginxConfig, Route, Setting
 
 # Which engines answer streams with ``X-Accel-Buffering: no`` (None: not known to us).
 # llama-server: sets it on streamed responses (checked on the embedded build, see DESIGN.md);

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from ttft.lint.findings import Finding, Location, Severity
-from ttft.lint.prefix_cache import CACHE_MODEL_HELP, CacheSimulation, distribution
-from ttft.lint.prompts import DynamicGroup, PromptsAnalysis
-from ttft.lint.prompts_requests import ChatRequest
-from ttft.lint.prompts_stability import Instability
-from ttft.lint.prompts_tokens import PromptTokens
+from ttft.lint.prompts.analysis import DynamicGroup, PromptsAnalysis
+from ttft.lint.prompts.prefix_cache import CACHE_MODEL_HELP, CacheSimulation, distribution
+from ttft.lint.prompts.stability import Instability
+from ttft.lint.prompts.tokens import PromptTokens
+from ttft.workload.request_log import ChatRequest
 
 # Kinds that a detector could mistake for ordinary text: a value identical across a whole log
 # is then more likely a constant than per-request data.

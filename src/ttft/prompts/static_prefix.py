@@ -12,9 +12,9 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ttft.lint.chat_template import TemplateRenderer
-from ttft.lint.dynamic_content import DynamicSpan, find_dynamic
-from ttft.lint.prompts_requests import ChatRequest
+from ttft.prompts.chat_template import TemplateRenderer
+from ttft.prompts.dynamic_content import DynamicSpan, find_dynamic
+from ttft.workload.request_log import ChatRequest
 
 # A private-use character pair that no tokenizer or template rewrites: marks where the last
 # user message's content lands in the rendered prompt.
