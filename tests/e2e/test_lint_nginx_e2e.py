@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ttft.engines.embedded import RunningEngine
-from ttft.lint.findings import Severity
+from ttft.core.findings import Severity
+from ttft.engines.llamacpp.embedded import RunningEngine
 from ttft.lint.nginx.config import load
 from ttft.lint.nginx.rules import NginxLintOptions, lint_config
 from ttft.testing.nginx import render, run_nginx

@@ -31,7 +31,7 @@ import pytest
 from click.testing import CliRunner
 
 from ttft.cli.main import cli
-from ttft.engines.embedded import RunningEngine, embedded_model_path
+from ttft.engines.llamacpp.embedded import RunningEngine, embedded_model_path
 from ttft.lint.prompts.analysis import lint_prompts
 from ttft.lint.prompts.prefix_cache import CACHE_MODELS
 from ttft.lint.prompts.server import server_prefix_ids, template_from_server

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from ttft.cli.bench_setup import PROFILES
+from ttft.cli.engine_choice import EngineKind
 from ttft.core.errors import TtftError
 
 
@@ -31,7 +32,7 @@ from ttft.core.errors import TtftError
 @click.option(
     "--engine",
     "engine_kind",
-    type=click.Choice(["llamacpp", "vllm", "sglang", "tgi"]),
+    type=EngineKind(),
     default=None,
     help="Engine kind for metric names. Default: guessed from /metrics.",
 )

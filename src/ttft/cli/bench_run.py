@@ -112,7 +112,7 @@ def _target(
             )
         yield target, False
         return
-    from ttft.engines.embedded import launch_embedded
+    from ttft.engines.llamacpp.embedded import launch_embedded
 
     longest = max(spec.buckets) if spec.shared_prefix is None else sum(spec.shared_prefix)
     ctx = embedded_ctx_size(longest, spec.max_tokens, EMBEDDED_SLOTS)
@@ -133,7 +133,7 @@ def _target(
 def _cold_mode(opts: dict[str, Any], spec: WorkloadSpec, console: Console, out_dir: Path) -> None:
     """Restart the engine before each sample; report only first requests and start-up times."""
     from ttft.core.summary import summarize_run
-    from ttft.engines.embedded import launch_embedded
+    from ttft.engines.llamacpp.embedded import launch_embedded
     from ttft.load.cold import ColdSample, measure_cold_starts
     from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from ttft.cli.engine_choice import EngineKind
+
 
 @click.command()
 @click.option("--url", default=None, help="Service base URL. Default: start the embedded engine.")
@@ -20,7 +22,7 @@ import click
 @click.option(
     "--engine",
     "engine_kind",
-    type=click.Choice(["llamacpp", "vllm", "sglang", "tgi"]),
+    type=EngineKind(),
     default=None,
     help="Engine kind. Default: guessed from /metrics.",
 )

@@ -51,7 +51,7 @@ def _target(
             None,
         )
         return
-    from ttft.engines.embedded import launch_embedded
+    from ttft.engines.llamacpp.embedded import launch_embedded
 
     ctx_size = _embedded_ctx(real)
     console.print(

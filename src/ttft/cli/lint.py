@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 
+from ttft.cli.engine_choice import EngineKind
 from ttft.cli.lint_common import emit, exit_with, output_options, user_errors
 from ttft.core.errors import TtftError
 
@@ -35,7 +36,7 @@ def lint() -> None:
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
     "--upstream-engine",
-    type=click.Choice(["unknown", "llamacpp", "vllm", "sglang", "tgi"]),
+    type=EngineKind(extra=("unknown",)),
     default="unknown",
     show_default=True,
     help="The engine behind the proxy: llama-server sends X-Accel-Buffering: no, vLLM and "
@@ -108,7 +109,7 @@ def nginx(
 @click.option(
     "--engine",
     "engine_kind",
-    type=click.Choice(["vllm", "sglang", "llamacpp"]),
+    type=EngineKind(with_flags=True),
     default=None,
     help="Which engine the command starts, when its launcher is not recognised.",
 )
@@ -138,15 +139,15 @@ def engine(
       ttft lint engine --expected-concurrency 32 -- llama-server -m m.gguf -np 4
       ttft lint engine --from-file deploy/start.sh --format sarif
     """
-    from ttft.lint.engine_cmdline import (
+    from ttft.engines.cmdline import (
         COMMAND_LINE,
-        ENGINE_NAMES,
         command_from_file,
         parse,
         tokens_from_argv,
     )
-    from ttft.lint.engine_lint import lint_command
-    from ttft.lint.engine_rules import EngineLintOptions
+    from ttft.engines.registry import adapter_for
+    from ttft.engines.rulekit import EngineLintOptions
+    from ttft.lint.engine.run import lint_command
 
     with user_errors():
         if from_file is not None and cmdline:
@@ -163,7 +164,7 @@ def engine(
         findings = lint_command(
             command, EngineLintOptions(expected_concurrency=expected_concurrency, gpu=gpu)
         )
-    subject = f"{ENGINE_NAMES[command.engine]} command line" + (
+    subject = f"{adapter_for(command.engine).display_name} command line" + (
         f" from {source}" if source != COMMAND_LINE else ""
     )
     exit_with(emit(findings, fmt, fail_on, ignore=ignore, subject=subject))

@@ -15,7 +15,7 @@ import click
 from rich.console import Console
 
 from ttft.core.errors import TtftError
-from ttft.lint.findings import Finding, Severity, without_rules
+from ttft.core.findings import Finding, Severity, without_rules
 from ttft.report.findings import FORMATS, dumps, exit_code, render_text, to_json, to_sarif
 
 F = TypeVar("F", bound=Callable[..., Any])

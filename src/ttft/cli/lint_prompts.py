@@ -18,7 +18,7 @@ from rich.table import Table
 
 from ttft.cli.lint_common import exit_with, output_options, user_errors
 from ttft.core.errors import TtftError
-from ttft.lint.findings import Severity, without_rules
+from ttft.core.findings import Severity, without_rules
 from ttft.lint.prompts.prefix_cache import CACHE_MODEL_HELP, CACHE_MODELS
 from ttft.lint.prompts.tokens import PromptTokens
 from ttft.prompts.chat_template import ChatTemplate
@@ -82,7 +82,7 @@ def _sources(
 
 
 def _start_embedded(stack: contextlib.ExitStack) -> str:
-    from ttft.engines.embedded import launch_embedded
+    from ttft.engines.llamacpp.embedded import launch_embedded
 
     click.echo("starting the embedded engine (llama-server, Gemma 3 270M) ...", err=True)
     engine = stack.enter_context(launch_embedded(ctx_size=4096, parallel=1))

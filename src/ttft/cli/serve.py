@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ttft.engines.embedded import RunningEngine, launch_embedded
+from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
 
 
 def _smoke_request(engine: RunningEngine) -> dict[str, Any]:

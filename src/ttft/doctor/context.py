@@ -14,6 +14,8 @@ from typing import Any
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.core.slo import Slo
+from ttft.engines.adapter import GENERIC_ADVICE, EngineAdapter, EngineAdvice
+from ttft.engines.registry import adapter_for
 from ttft.load.target import Target
 from ttft.probe.sampler import Sample, sample
 from ttft.workload.exact_length import text_of_tokens
@@ -23,7 +25,6 @@ from ttft.workload.tokenizer import ServerTokenizer, Tokenizer
 
 # Engines known to accept ``ignore_eos``: it keeps a base model from stopping after one token,
 # so streams are long enough to judge how their chunks arrive.
-_IGNORE_EOS_ENGINES = {"llamacpp", "vllm", "sglang"}
 
 
 @dataclass
@@ -47,8 +48,20 @@ class DoctorContext:
     def engine_kind(self) -> str | None:
         return self.target.engine_kind
 
+    @property
+    def adapter(self) -> EngineAdapter | None:
+        """The engine's adapter when its kind is known (given, or detected from its metrics)."""
+        return adapter_for(self.engine_kind) if self.engine_kind else None
+
+    @property
+    def advice(self) -> EngineAdvice:
+        """The engine's own wording of each fix; generic wording when the engine is unknown."""
+        adapter = self.adapter
+        return adapter.advice if adapter is not None else GENERIC_ADVICE
+
     def extra_body(self) -> dict[str, Any]:
-        return {"ignore_eos": True} if self.engine_kind in _IGNORE_EOS_ENGINES else {}
+        adapter = self.adapter
+        return {"ignore_eos": True} if adapter is not None and adapter.ignores_eos else {}
 
     def text(self, tokens: int, seed: str) -> str:
         """A prose text of ``tokens`` tokens (exact with a tokenizer, else ~1.3 tokens a word)."""

@@ -11,8 +11,8 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from ttft.core.findings import Finding, Severity
 from ttft.doctor.findings import Confidence, CostTier, DoctorFinding, Evidence
-from ttft.lint.findings import Finding, Severity
 
 _CACHE_WORDS = ("prefix", "cache", "radix", "kv")
 _PRECISION_WORDS = (
@@ -68,8 +68,8 @@ def lint_findings(nginx_conf: Path | None, engine_cmd: str | None) -> list[Docto
 
         found += to_doctor(lint_config(load(nginx_conf)), "nginx")
     if engine_cmd:
-        from ttft.lint.engine_cmdline import COMMAND_LINE, parse, tokens_from_argv
-        from ttft.lint.engine_lint import lint_command
+        from ttft.engines.cmdline import COMMAND_LINE, parse, tokens_from_argv
+        from ttft.lint.engine.run import lint_command
 
         tokens = tokens_from_argv(shlex.split(engine_cmd))
         found += to_doctor(lint_command(parse(tokens, None, COMMAND_LINE)), "engine")

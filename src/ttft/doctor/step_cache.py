@@ -74,13 +74,7 @@ def prefix_cache(ctx: DoctorContext) -> StepResult:
 def _cache_off(
     ctx: DoctorContext, step: StepResult, t1: float, t2: float, hit: float | None
 ) -> None:
-    action = {
-        "vllm": "vLLM: `--enable-prefix-caching` (and drop `--no-enable-prefix-caching`)",
-        "sglang": "SGLang: drop `--disable-radix-cache`",
-        "llamacpp": "llama-server: drop `--no-cache-prompt` (prompt caching is on by default), "
-        "keep `cache_prompt` true in requests, and have enough slots (`-np`) for the distinct "
-        "prefixes in flight",
-    }.get(ctx.engine_kind or "", "enable the engine's prefix caching")
+    action = ctx.advice.prefix_cache_off
     step.add_finding(
         rule="cache/prefix-cache-off",
         symptom=f"an identical request is not faster the second time ({t1:.0f} -> {t2:.0f} ms)",

@@ -41,8 +41,7 @@ def cold_start(ctx: DoctorContext) -> StepResult:
             rule="latency/cold-start",
             symptom=f"the first request after a start takes {cold:.0f} ms, warm ones {warm:.0f} ms",
             cause="weights paged in on first use (mmap) and one-time kernel set-up",
-            action="send a warm-up request before taking traffic; llama-server: "
-            "`-lm mlock` (older builds `--mlock --no-mmap`)",
+            action=ctx.advice.cold_start,
             tier=CostTier.SCHEDULING,
             confidence=Confidence.MEDIUM,
             expected_gain_ms=cold - warm,
@@ -114,17 +113,7 @@ def head_of_line(ctx: DoctorContext) -> StepResult:
     ]
     step.summary = f"a short request takes {worst:.0f} ms behind a long prompt, {alone:.0f} alone"
     if worst > 3 * alone + 100:
-        fix = {
-            "vllm": "vLLM: `--enable-chunked-prefill --max-num-batched-tokens 2048` (sweep "
-            "1024/2048/4096)",
-            "sglang": "SGLang: `--chunked-prefill-size 2048`",
-            # Measured on the pinned build: with -b/-ub 256 or 512 a short request still waited
-            # for the whole 1500-token prefill (2.4-2.5 s against ~100 ms alone), so the lever
-            # on llama-server is where long prompts run, not the batch size.
-            "llamacpp": "llama-server prefills a prompt to its end before a newly arrived one "
-            "starts (smaller `-b`/`-ub` did not change that here): serve long prompts from their "
-            "own llama-server replica so short requests never queue behind them",
-        }.get(ctx.engine_kind or "", "enable chunked prefill")
+        fix = ctx.advice.head_of_line
         step.add_finding(
             rule="scheduling/head-of-line",
             symptom=f"short requests wait behind long prefills: {alone:.0f} ms alone, "

@@ -155,12 +155,7 @@ def _queueing_finding(
         waited = waiting.get(level, 0.0) > 0
         if share < 0.5 or wait < 100 or not (waited or (slots is not None and slots < level)):
             continue
-        engine_fix = {
-            "llamacpp": f"llama-server: `-np {level}` (and scale `-c` so each slot keeps its "
-            "context: -c = per-slot context x slots)",
-            "vllm": f"vLLM: raise `--max-num-seqs` to at least {level}",
-            "sglang": f"SGLang: raise `--max-running-requests` to at least {level}",
-        }.get(ctx.engine_kind or "", "raise the engine's concurrent-request limit")
+        engine_fix = ctx.advice.more_slots.format(level=level)
         slot_text = f" with {slots} slot(s)" if slots is not None else ""
         step.add_finding(
             rule="capacity/queueing",

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ttft.core.errors import TtftError
-from ttft.engines.base import EngineAdapter, metric_deltas
+from ttft.engines.adapter import EngineAdapter
+from ttft.engines.metrics import metric_deltas
 from ttft.engines.prometheus import Scrape, scrape_url
 from ttft.engines.registry import adapter_for, detect_kind
 

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ttft import __version__
-from ttft.lint.findings import Finding, Location, Severity, at_or_above, counts, sort_findings
+from ttft.core.findings import Finding, Location, Severity, at_or_above, counts, sort_findings
 
 JSON_SCHEMA = "ttft.lint/1"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ttft.lint.findings import Finding, Location, Severity
+from ttft.core.findings import Finding, Location, Severity
 from ttft.lint.prompts.analysis import DynamicGroup, PromptsAnalysis
 from ttft.lint.prompts.prefix_cache import CACHE_MODEL_HELP, CacheSimulation, distribution
 from ttft.lint.prompts.stability import Instability

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ttft.core.findings import Finding, Location, Severity
 from ttft.doctor.findings import CostTier, rank
 from ttft.doctor.lint_bridge import lint_findings, to_doctor
-from ttft.lint.findings import Finding, Location, Severity
 
 DATA = Path(__file__).parents[2] / "data" / "nginx"
 

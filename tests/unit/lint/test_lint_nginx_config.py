@@ -8,7 +8,7 @@ import pytest
 from nginx_testkit import NGINX_DATA, by_rule, fixture, lint_file, rules, write_config
 
 from ttft.core.errors import TtftError
-from ttft.lint.findings import Severity
+from ttft.core.findings import Severity
 from ttft.lint.nginx.config import load
 
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from nginx_testkit import BROKEN, FIXTURES, NGINX_DATA, lint_file
 
-from ttft.lint.findings import Severity
+from ttft.core.findings import Severity
 from ttft.testing.nginx import nginx_binary, nginx_test, prepare_prefix, rootless, run_nginx
 
 EVENTS, GAP_S = 4, 0.3

@@ -20,7 +20,7 @@ from nginx_testkit import (
     write_config,
 )
 
-from ttft.lint.findings import Severity
+from ttft.core.findings import Severity
 from ttft.lint.nginx.rules import parse_nginx_time
 
 

@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from ttft.core.errors import TtftError
-from ttft.lint.findings import (
+from ttft.core.findings import (
     Finding,
     Location,
     Severity,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ttft.core.errors import TtftError
-from ttft.lint.findings import Severity
+from ttft.core.findings import Severity
 from ttft.lint.prompts.analysis import lint_prompts
 from ttft.lint.prompts.prefix_cache import CACHE_MODELS
 from ttft.lint.prompts.tokens import PromptTokens

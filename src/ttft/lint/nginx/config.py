@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ttft.core.errors import MissingExtraError, TtftError
-from ttft.lint.findings import Location
+from ttft.core.findings import Location
 
 # Directives that pass a request on to another server, and whether we check them.
 PASS_DIRECTIVES = {

@@ -9,24 +9,14 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ttft.lint.findings import Location, Severity
+from ttft.core.findings import Location, Severity
+from ttft.engines.registry import adapter_for
 from ttft.lint.nginx.config import NginxConfig, Route, Setting
-
-# Which engines answer streams with ``X-Accel-Buffering: no`` (None: not known to us).
-# llama-server: sets it on streamed responses (checked on the embedded build, see DESIGN.md);
-# vLLM and SGLang: their OpenAI servers set no such header.
-SENDS_X_ACCEL_NO: dict[str, bool | None] = {
-    "llamacpp": True,
-    "vllm": False,
-    "sglang": False,
-    "tgi": None,
-}
-ENGINES = tuple(SENDS_X_ACCEL_NO)
 
 
 @dataclass(frozen=True)
 class NginxLintOptions:
-    upstream_engine: str | None = None  # a key of SENDS_X_ACCEL_NO, None when unknown
+    upstream_engine: str | None = None  # an engine kind of the registry, None when unknown
     min_read_timeout_s: float = 300.0
     only_locations: tuple[str, ...] = ()  # check only locations whose path contains one of these
 
@@ -85,7 +75,7 @@ def buffering_state(route: Route, engine: str | None) -> str:
         return "off"
     if ignores_x_accel(route) is not None:
         return "on"
-    sends = SENDS_X_ACCEL_NO.get(engine) if engine else None
+    sends = adapter_for(engine).sends_x_accel_buffering_no if engine else None
     if sends is True:
         return "header-off"
     return "on" if sends is False else "maybe"

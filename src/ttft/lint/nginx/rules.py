@@ -15,11 +15,9 @@ upstream sending one event every 300 ms; see tests/unit/lint/test_lint_nginx_rea
 
 from __future__ import annotations
 
-from ttft.lint.findings import Finding, Location, Severity, sort_findings
+from ttft.core.findings import Finding, Location, Severity, sort_findings
 from ttft.lint.nginx.config import ConfigProblem, NginxConfig, Route
 from ttft.lint.nginx.rulekit import (
-    ENGINES,
-    SENDS_X_ACCEL_NO,
     Hit,
     NginxLintOptions,
     Rule,
@@ -40,10 +38,8 @@ from ttft.lint.nginx.rules_upstream import (
 )
 
 __all__ = [
-    "ENGINES",
     "RULES",
     "RULE_IDS",
-    "SENDS_X_ACCEL_NO",
     "NginxLintOptions",
     "buffering_state",
     "lint_config",

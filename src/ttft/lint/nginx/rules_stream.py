@@ -3,7 +3,7 @@ X-Accel-Buffering header does (and does not) work."""
 
 from __future__ import annotations
 
-from ttft.lint.findings import Severity
+from ttft.core.findings import Severity
 from ttft.lint.nginx.config import NginxConfig, Route
 from ttft.lint.nginx.rulekit import (
     Hit,

@@ -3,7 +3,7 @@ timeout and request buffering."""
 
 from __future__ import annotations
 
-from ttft.lint.findings import Location, Severity
+from ttft.core.findings import Location, Severity
 from ttft.lint.nginx.config import NginxConfig, Route
 from ttft.lint.nginx.rulekit import (
     Hit,

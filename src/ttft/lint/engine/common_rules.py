@@ -1,79 +1,33 @@
-"""Checks of an engine's launch flags against what the article measured to cost TTFT.
+"""Lint rules every engine shares: the flag table, token budget, memory, concurrency cap, KV
+precision, CUDA graphs and offload. Which flag plays each part comes from the engine's adapter
+(``FlagRoles``), so a new engine gets these checks by naming its flags.
 
-Each rule reads a parsed ``EngineCommand`` and returns findings pointing at the token (or, for a
-missing flag, at the launcher). The numbers quoted come from the seed article (an 8B model on one
-80 GB GPU, 2400-token prompts at concurrency 32) and from the embedded llama-server on this
-project's CPU machines (DESIGN.md).
+The numbers quoted come from the seed article (an 8B model on one 80 GB GPU, 2400-token prompts at
+concurrency 32) and from the embedded llama-server on this project's CPU machines (DESIGN.md).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
-
-from ttft.lint.engine_cmdline import ENGINE_NAMES, Arg, EngineCommand
-from ttft.lint.findings import Finding, Location, Severity
-
-# The range worth sweeping for the per-step token budget: start at 2048, sweep 1024/2048/4096.
-BUDGET_LOW, BUDGET_START, BUDGET_HIGH = 1024, 2048, 4096
-# Above this fraction of GPU memory for weights + KV, a burst leaves no headroom: preemption.
-MEMORY_RISKY = 0.92
-LLAMA_DEFAULT_SLOTS = 4  # -np auto gives 4 slots on the embedded build (DESIGN.md)
-VLLM_DEFAULT_MAX_NUM_SEQS = 256  # the smallest default of recent vLLM (more on large GPUs)
-
-
-@dataclass(frozen=True)
-class EngineLintOptions:
-    expected_concurrency: int | None = None
-    gpu: bool = True  # a GPU deployment; False: CPU-only, where GPU levers are moot
-
-
-Rule = Callable[[EngineCommand, EngineLintOptions], list[Finding]]
-
-
-def finding_at(
-    cmd: EngineCommand,
-    rule: str,
-    severity: Severity,
-    title: str,
-    message: str,
-    at: Arg | None,
-    fix: str,
-    gain: str = "",
-) -> Finding:
-    loc: Location = cmd.location(at.token if at else None)
-    return Finding(rule, severity, title, message, loc, fix, gain)
-
-
-def parse_count(text: str | None) -> int | None:
-    """``2048``, ``2k`` (2000), ``2K`` (2048), ``1M``: vLLM's human-readable integers."""
-    if text is None:
-        return None
-    m = re.fullmatch(r"(-?\d+(?:\.\d+)?)([kKmMgG]?)", text.strip())
-    if not m:
-        return None
-    scale = {"": 1, "k": 1000, "K": 1024, "m": 10**6, "M": 2**20, "g": 10**9, "G": 2**30}
-    return int(float(m.group(1)) * scale[m.group(2)])
-
-
-def parse_float(text: str | None) -> float | None:
-    try:
-        return float(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def is_false(value: str | None) -> bool:
-    return value is not None and value.lower() in ("false", "0", "off", "no", "disabled")
-
-
-# --- common ---------------------------------------------------------------------------------
+from ttft.core.findings import Finding, Severity
+from ttft.engines.cmdline import EngineCommand
+from ttft.engines.registry import adapter_for
+from ttft.engines.rulekit import (
+    BUDGET_HIGH,
+    BUDGET_LOW,
+    BUDGET_START,
+    MEMORY_RISKY,
+    EngineLintOptions,
+    finding_at,
+    is_false,
+    parse_count,
+    parse_float,
+)
 
 
 def rule_flag_table(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
     out: list[Finding] = []
-    name = ENGINE_NAMES[cmd.engine]
+    adapter = adapter_for(cmd.engine)
+    name = adapter.display_name
     for arg in cmd.args:
         spec = arg.spec
         if spec is None:
@@ -86,7 +40,7 @@ def rule_flag_table(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding
                     f"{arg.flag} is not in ttft's table of {name} flags; it may be newer than "
                     "the table or misspelled. Its effect on TTFT is not checked.",
                     arg,
-                    f"check the spelling against `{_help(cmd.engine)}`",
+                    f"check the spelling against `{adapter.help_command}`",
                 )
             )
         elif spec.status == "removed":
@@ -128,25 +82,16 @@ def rule_flag_table(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding
     return out
 
 
-def _help(engine: str) -> str:
-    return {"vllm": "vllm serve --help", "sglang": "python -m sglang.launch_server --help"}.get(
-        engine, "llama-server --help"
-    )
-
-
 def rule_token_budget(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
-    flag = "max-num-batched-tokens" if cmd.engine == "vllm" else "chunked-prefill-size"
-    if cmd.engine not in ("vllm", "sglang"):
+    roles = adapter_for(cmd.engine).roles
+    flag = roles.token_budget
+    if flag is None:
         return []
     arg = cmd.get(flag)
     rule = f"{cmd.engine}/token-budget"
     sweep = f"--{flag} {BUDGET_START}, then sweep {BUDGET_LOW}/{BUDGET_START}/{BUDGET_HIGH}"
     if arg is None:
-        default = (
-            "2048 or 8192 by GPU memory (vLLM V1 API server)"
-            if cmd.engine == "vllm"
-            else "chosen from GPU memory (2048 to 16384)"
-        )
+        default = roles.token_budget_default or "its own default"
         return [
             finding_at(
                 cmd,
@@ -165,21 +110,8 @@ def rule_token_budget(cmd: EngineCommand, opts: EngineLintOptions) -> list[Findi
     value = parse_count(arg.value)
     if value is None:
         return []
-    if cmd.engine == "sglang" and value < 0:
-        return [
-            finding_at(
-                cmd,
-                "sglang/chunked-prefill",
-                Severity.WARNING,
-                "Chunked prefill disabled",
-                "--chunked-prefill-size -1 turns chunked prefill off: a long prompt's prefill "
-                "runs in one piece and every other request waits behind it (head-of-line "
-                "blocking; p50 fine, p99 bad).",
-                arg,
-                sweep,
-                "short requests stop waiting behind long prefills (p99 TTFT)",
-            )
-        ]
+    if value < 0 and roles.token_budget_negative_off:
+        return []  # the engine's own rule reports chunked prefill turned off
     if value < BUDGET_LOW:
         return [
             finding_at(
@@ -213,7 +145,7 @@ def rule_token_budget(cmd: EngineCommand, opts: EngineLintOptions) -> list[Findi
 
 
 def rule_memory(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
-    flag = {"vllm": "gpu-memory-utilization", "sglang": "mem-fraction-static"}.get(cmd.engine)
+    flag = adapter_for(cmd.engine).roles.memory_fraction
     if flag is None:
         return []
     arg = cmd.get(flag)
@@ -238,29 +170,26 @@ def rule_memory(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
 
 
 def rule_concurrency_cap(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
-    flag = {"vllm": "max-num-seqs", "sglang": "max-running-requests", "llamacpp": "parallel"}[
-        cmd.engine
-    ]
+    roles = adapter_for(cmd.engine).roles
+    flag = roles.concurrency_cap
+    if flag is None:
+        return []
     expected = opts.expected_concurrency
     if expected is None:
         return []
     arg = cmd.get(flag)
-    spelled = "-np/--parallel" if cmd.engine == "llamacpp" else f"--{flag}"
+    spelled = roles.concurrency_cap_spelled or f"--{flag}"
     rule = f"{cmd.engine}/concurrency-cap"
     value = parse_count(arg.value) if arg else None
-    if cmd.engine == "llamacpp" and (value is None or value < 0):
-        value = LLAMA_DEFAULT_SLOTS  # -np unset or -1 (auto)
-    if cmd.engine == "vllm" and value is None:
-        value = VLLM_DEFAULT_MAX_NUM_SEQS
+    if value is None or value < 0:  # unset, or -1 (auto): the engine's default
+        value = roles.concurrency_cap_default
     if value is None:
-        return []  # SGLang sizes its default from GPU memory: unknown here
+        return []  # the engine sizes its default from memory: unknown here
     implicit = " (the default)" if arg is None else ""
     if value < expected:
         staircase = (
-            " On the embedded llama-server, 4 concurrent ~600-token prompts with -np 1 got "
-            "first tokens at 1.2 / 2.7 / 4.2 / 5.8 s."
-            if cmd.engine == "llamacpp"
-            else " At concurrency 32 the article found queueing to be 45% of TTFT."
+            roles.concurrency_note
+            or " At concurrency 32 the article found queueing to be 45% of TTFT."
         )
         return [
             finding_at(
@@ -273,7 +202,7 @@ def rule_concurrency_cap(cmd: EngineCommand, opts: EngineLintOptions) -> list[Fi
                 f"their prefill even starts.{staircase}",
                 arg,
                 f"{spelled} {expected}"
-                + (" (and -c large enough for all slots)" if cmd.engine == "llamacpp" else ""),
+                + roles.concurrency_fix_note,
                 "no queueing at the expected load",
             )
         ]
@@ -299,7 +228,7 @@ def rule_concurrency_cap(cmd: EngineCommand, opts: EngineLintOptions) -> list[Fi
 
 
 def rule_kv_quantized(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
-    flags = ("cache-type-k", "cache-type-v") if cmd.engine == "llamacpp" else ("kv-cache-dtype",)
+    flags = adapter_for(cmd.engine).roles.kv_cache_dtype
     out: list[Finding] = []
     for flag in flags:
         arg = cmd.get(flag)
@@ -327,7 +256,7 @@ def rule_kv_quantized(cmd: EngineCommand, opts: EngineLintOptions) -> list[Findi
 
 
 def rule_cuda_graphs(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
-    flag = {"vllm": "enforce-eager", "sglang": "disable-cuda-graph"}.get(cmd.engine)
+    flag = adapter_for(cmd.engine).roles.eager_mode
     arg = cmd.get(flag) if flag else None
     if arg is None or is_false(arg.value):
         return []
@@ -360,7 +289,8 @@ def rule_cuda_graphs(cmd: EngineCommand, opts: EngineLintOptions) -> list[Findin
 
 
 def rule_offload(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
-    arg = cmd.get("cpu-offload-gb")
+    flag = adapter_for(cmd.engine).roles.cpu_offload
+    arg = cmd.get(flag) if flag else None
     value = parse_float(arg.value) if arg else None
     if arg is None or not value:
         return []

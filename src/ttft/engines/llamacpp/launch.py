@@ -9,13 +9,11 @@ from __future__ import annotations
 import functools
 import re
 import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from ttft.core.errors import TtftError
-from ttft.engines.base import CommonMetric, MetricSource
 
 FlashAttn = Literal["on", "off", "auto"]
 LoadMode = Literal["auto", "none", "mmap", "mlock", "mmap+mlock", "dio"]
@@ -115,40 +113,3 @@ def _load_mode_args(mode: LoadMode, help_text: str) -> list[str]:
     if mode in legacy and all(supports(help_text, f) for f in legacy[mode]):
         return legacy[mode]
     raise TtftError(f"this llama-server build cannot set load mode {mode!r}")
-
-
-_SOURCES: dict[CommonMetric, MetricSource] = {
-    CommonMetric.PREFILL_TIME: MetricSource(
-        "counter", ("llamacpp:prompt_seconds_total",), "seconds of prefill, summed over requests"
-    ),
-    CommonMetric.PROMPT_TOKENS: MetricSource(
-        "counter", ("llamacpp:prompt_tokens_total",), "prompt tokens processed (cached excluded)"
-    ),
-    CommonMetric.PREFIX_CACHE_HIT_TOKENS: MetricSource(
-        "counter", ("llamacpp:prompt_tokens_cached_total", "llamacpp:cached_tokens_total")
-    ),
-    CommonMetric.GENERATION_TOKENS: MetricSource("counter", ("llamacpp:tokens_predicted_total",)),
-    CommonMetric.RUNNING: MetricSource("gauge", ("llamacpp:requests_processing",)),
-    CommonMetric.WAITING: MetricSource(
-        "gauge", ("llamacpp:requests_deferred",), "requests waiting for a free slot"
-    ),
-}
-
-
-@dataclass(frozen=True)
-class LlamaCppAdapter:
-    kind: str = "llamacpp"
-    metrics_path: str = "/metrics"
-
-    def metric_sources(self) -> Mapping[CommonMetric, MetricSource]:
-        return _SOURCES
-
-    def unavailable(self) -> Mapping[CommonMetric, str]:
-        return {
-            CommonMetric.SERVER_TTFT: "llama-server exports no TTFT histogram "
-            "(per-response `timings.prompt_ms` stands in)",
-            CommonMetric.QUEUE_TIME: "llama-server exports no queue-time metric "
-            "(requests_deferred counts waiting requests)",
-            CommonMetric.KV_USAGE: "llama-server exports no KV-cache usage metric",
-            CommonMetric.PREEMPTIONS: "llama-server does not preempt: a request waits for a slot",
-        }

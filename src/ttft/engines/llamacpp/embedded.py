@@ -15,7 +15,9 @@ from types import TracebackType
 from typing import Any
 
 from ttft.core.errors import MissingExtraError, TtftError
-from ttft.engines.llamacpp import LlamaCppAdapter, LlamaServerConfig, build_argv
+from ttft.engines.adapter import EngineAdapter
+from ttft.engines.llamacpp.adapter import ADAPTER
+from ttft.engines.llamacpp.launch import LlamaServerConfig, build_argv
 from ttft.engines.process import ServerProcess, ensure_port_free, free_loopback_port
 
 EMBEDDED_MODEL_NAME = "gemma-3-270m-q4_k_m"
@@ -53,11 +55,11 @@ class RunningEngine:
 
     @property
     def metrics_url(self) -> str:
-        return self.base_url + LlamaCppAdapter().metrics_path
+        return self.base_url + ADAPTER.metrics_path
 
     @property
-    def adapter(self) -> LlamaCppAdapter:
-        return LlamaCppAdapter()
+    def adapter(self) -> EngineAdapter:
+        return ADAPTER
 
     def stop(self) -> None:
         self.process.stop()

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ttft.core.errors import TtftError
-from ttft.lint.engine_flags import LLAMACPP_ENV, TABLES, FlagSpec
-from ttft.lint.findings import Location
+from ttft.core.findings import Location
+from ttft.engines.adapter import EngineAdapter
+from ttft.engines.flags import FlagSpec
 
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp llama-server"}
 COMMAND_LINE = "<command line>"
 
 
@@ -180,41 +180,36 @@ def _strip_env(tokens: list[Token]) -> tuple[list[Token], list[tuple[str, str]]]
 
 
 def detect(tokens: list[Token], engine: str | None = None) -> tuple[str, list[Token]]:
-    """The engine and the tokens that are its arguments (after ``serve``, the module, the image)."""
+    """The engine and the tokens that are its arguments (after ``serve``, the module, the image).
+
+    Each registered engine recognises its own launchers; the earliest match on the line wins.
+    """
+    from ttft.engines.registry import adapter_for, adapters  # the registry imports the rules
+
     rest, _env = _strip_env(tokens)
     if engine is not None:
-        return engine, _after_launcher(rest, engine)
+        return engine, _after_launcher(rest, adapter_for(engine))
     texts = [t.text for t in rest]
-    for i, text in enumerate(texts):
-        base = text.rsplit("/", 1)[-1]
-        nxt = texts[i + 1] if i + 1 < len(texts) else ""
-        if base == "vllm" and nxt == "serve":
-            return "vllm", rest[i + 2 :]
-        if base == "sglang" and nxt == "serve":
-            return "sglang", rest[i + 2 :]
-        if text == "-m" and nxt.startswith("vllm.entrypoints."):
-            return "vllm", rest[i + 2 :]
-        if text == "-m" and nxt in ("sglang.launch_server", "sglang.launch_server.py"):
-            return "sglang", rest[i + 2 :]
-        if base in ("llama-server", "llama-server.exe"):
-            return "llamacpp", rest[i + 1 :]
-        if re.search(r"(^|/)vllm-openai(:|$)", text):
-            return "vllm", rest[i + 1 :]
-        if re.search(r"llama\.cpp:(full-|light-)?server", text):
-            return "llamacpp", rest[i + 1 :]
+    linted = [a for a in adapters() if a.flags]
+    for i in range(len(texts)):
+        for adapter in linted:
+            taken = adapter.launcher_at(texts, i)
+            if taken is not None:
+                return adapter.kind, rest[i + taken :]
+    names = ", ".join(f"`{a.help_command.removesuffix(' --help')}`" for a in linted)
+    kinds = "|".join(a.kind for a in linted)
     raise TtftError(
         "cannot tell which engine this command line starts",
-        "start it with `vllm serve`, `python -m vllm.entrypoints.openai.api_server`, "
-        "`python -m sglang.launch_server` or `llama-server`, or pass --engine vllm|sglang|llamacpp",
+        f"start it with one of {names}, or pass --engine {kinds}",
     )
 
 
-def _after_launcher(tokens: list[Token], engine: str) -> list[Token]:
+def _after_launcher(tokens: list[Token], adapter: EngineAdapter) -> list[Token]:
     """With --engine given: the arguments start at the first flag (after ``python -m MODULE``)."""
     i = 0
     while i < len(tokens):
         text = tokens[i].text
-        if text == "-m" and engine != "llamacpp":  # llama-server's -m is its model flag
+        if text == "-m" and not adapter.module_flag_is_model:  # else -m is the model flag
             i += 2
             continue
         if text.startswith("-"):
@@ -233,8 +228,11 @@ def parse(
     if not tokens:
         raise TtftError("empty command line", "pass the engine's command line after --")
     _rest, env = _strip_env(tokens)
+    from ttft.engines.registry import adapter_for
+
     kind, arg_tokens = detect(tokens, engine)
-    table = TABLES[kind]
+    adapter = adapter_for(kind)
+    table = adapter.flags
     args: list[Arg] = []
     positionals: list[Token] = []
     i = 0
@@ -246,9 +244,9 @@ def parse(
             i += 1
             continue
         flag, eq, inline = text.partition("=")
-        if kind == "vllm" and flag.startswith("--"):
-            flag = flag.replace("_", "-")  # vLLM's parser accepts --max_num_seqs
-        spec = table.get(flag) or _by_prefix(table, flag, kind)
+        if adapter.accepts_underscores and flag.startswith("--"):
+            flag = flag.replace("_", "-")  # e.g. vLLM's parser accepts --max_num_seqs
+        spec = table.get(flag) or _by_prefix(adapter, flag)
         nxt = arg_tokens[i + 1].text if i + 1 < len(arg_tokens) else None
         value: str | None
         consumed = 1
@@ -283,8 +281,8 @@ def parse(
             value = "false" if flag in spec.negative else "true"
         args.append(Arg(flag, spec, value, tok))
         i += consumed
-    if kind == "llamacpp":
-        args = _llama_env_args(env, args, tokens)
+    if adapter.env_flags:
+        args = _env_args(adapter, env, args, tokens)
     return EngineCommand(kind, tuple(tokens), tuple(args), tuple(positionals), tuple(env), source)
 
 
@@ -296,21 +294,25 @@ def _looks_like_choice(text: str) -> bool:
     return text.lower() in {"on", "off", "auto", "true", "false", "1", "0", "enabled", "disabled"}
 
 
-def _by_prefix(table: dict[str, FlagSpec], flag: str, kind: str) -> FlagSpec | None:
+def _by_prefix(adapter: EngineAdapter, flag: str) -> FlagSpec | None:
     """argparse accepts unambiguous prefixes of long flags (SGLang's ``--tp`` is ``--tp-size``)."""
-    if kind != "sglang" or not flag.startswith("--") or len(flag) < 4:
+    if not adapter.accepts_prefixes or not flag.startswith("--") or len(flag) < 4:
         return None
+    table = adapter.flags
     matches = {spec.canonical: spec for name, spec in table.items() if name.startswith(flag)}
     return next(iter(matches.values())) if len(matches) == 1 else None
 
 
-def _llama_env_args(env: list[tuple[str, str]], args: list[Arg], tokens: list[Token]) -> list[Arg]:
-    """``LLAMA_ARG_*`` variables act as flags when the command line does not set the same flag."""
-    table = TABLES["llamacpp"]
+def _env_args(
+    adapter: EngineAdapter, env: list[tuple[str, str]], args: list[Arg], tokens: list[Token]
+) -> list[Arg]:
+    """Environment variables (llama-server's ``LLAMA_ARG_*``) act as flags when the command line
+    does not set the same flag."""
+    table = adapter.flags
     out = list(args)
     given = {a.canonical for a in args}
     for key, value in env:
-        flag = LLAMACPP_ENV.get(key)
+        flag = adapter.env_flags.get(key)
         if flag is None:
             continue
         spec = table[flag]

@@ -6,12 +6,9 @@ Metrics exist only when the server runs with ``--enable-metrics``. SGLang calls 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from ttft.engines.metrics import CommonMetric, MetricSource
 
-from ttft.engines.base import CommonMetric, MetricSource
-
-_SOURCES: dict[CommonMetric, MetricSource] = {
+SOURCES: dict[CommonMetric, MetricSource] = {
     CommonMetric.SERVER_TTFT: MetricSource("histogram", ("sglang:time_to_first_token_seconds",)),
     CommonMetric.QUEUE_TIME: MetricSource("histogram", ("sglang:queue_time_seconds",)),
     CommonMetric.KV_USAGE: MetricSource("gauge", ("sglang:token_usage",), "fraction 0..1"),
@@ -25,16 +22,6 @@ _SOURCES: dict[CommonMetric, MetricSource] = {
     CommonMetric.WAITING: MetricSource("gauge", ("sglang:num_queue_reqs",)),
 }
 
-
-@dataclass(frozen=True)
-class SglangAdapter:
-    kind: str = "sglang"
-    metrics_path: str = "/metrics"
-
-    def metric_sources(self) -> Mapping[CommonMetric, MetricSource]:
-        return _SOURCES
-
-    def unavailable(self) -> Mapping[CommonMetric, str]:
-        return {
-            CommonMetric.PREFILL_TIME: "SGLang exports no per-request prefill-time metric",
-        }
+BLIND_SPOTS: dict[CommonMetric, str] = {
+    CommonMetric.PREFILL_TIME: "SGLang exports no per-request prefill-time metric",
+}

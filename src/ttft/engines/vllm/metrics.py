@@ -7,12 +7,9 @@ renamed metrics (``gpu_cache_usage_perc`` -> ``kv_cache_usage_perc``, ``num_pree
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from ttft.engines.metrics import CommonMetric, MetricSource
 
-from ttft.engines.base import CommonMetric, MetricSource
-
-_SOURCES: dict[CommonMetric, MetricSource] = {
+SOURCES: dict[CommonMetric, MetricSource] = {
     CommonMetric.SERVER_TTFT: MetricSource("histogram", ("vllm:time_to_first_token_seconds",)),
     CommonMetric.QUEUE_TIME: MetricSource("histogram", ("vllm:request_queue_time_seconds",)),
     CommonMetric.PREFILL_TIME: MetricSource("histogram", ("vllm:request_prefill_time_seconds",)),
@@ -31,14 +28,4 @@ _SOURCES: dict[CommonMetric, MetricSource] = {
     CommonMetric.WAITING: MetricSource("gauge", ("vllm:num_requests_waiting",)),
 }
 
-
-@dataclass(frozen=True)
-class VllmAdapter:
-    kind: str = "vllm"
-    metrics_path: str = "/metrics"
-
-    def metric_sources(self) -> Mapping[CommonMetric, MetricSource]:
-        return _SOURCES
-
-    def unavailable(self) -> Mapping[CommonMetric, str]:
-        return {}
+BLIND_SPOTS: dict[CommonMetric, str] = {}

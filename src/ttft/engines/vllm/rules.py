@@ -1,10 +1,16 @@
-"""Flag checks that only apply to vLLM or to SGLang (shared ones live in ``engine_rules``)."""
+"""Flag checks that only apply to vLLM (the shared ones live in ``lint/engine/common_rules.py``)."""
 
 from __future__ import annotations
 
-from ttft.lint.engine_cmdline import EngineCommand
-from ttft.lint.engine_rules import BUDGET_START, EngineLintOptions, Rule, finding_at, is_false
-from ttft.lint.findings import Finding, Severity
+from ttft.core.findings import Finding, Severity
+from ttft.engines.cmdline import EngineCommand
+from ttft.engines.rulekit import (
+    BUDGET_START,
+    EngineLintOptions,
+    Rule,
+    finding_at,
+    is_false,
+)
 
 
 def rule_vllm_prefix_cache(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
@@ -62,47 +68,4 @@ def rule_vllm_chunked_prefill(cmd: EngineCommand, opts: EngineLintOptions) -> li
     ]
 
 
-def rule_sglang_radix_cache(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
-    arg = cmd.get("disable-radix-cache")
-    if arg is None or is_false(arg.value):
-        return []
-    return [
-        finding_at(
-            cmd,
-            "sglang/prefix-cache",
-            Severity.WARNING,
-            "Radix (prefix) cache turned off",
-            "--disable-radix-cache makes every request prefill its whole prompt even when its "
-            "leading tokens match an earlier one; in the article a cached 1200-token system "
-            "prompt saved 430 ms.",
-            arg,
-            "remove --disable-radix-cache",
-            "the shared prefix is not recomputed",
-        )
-    ]
-
-
-def rule_sglang_lpm(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
-    arg = cmd.get("schedule-policy")
-    if arg is None or (arg.value or "").lower() != "lpm":
-        return []
-    return [
-        finding_at(
-            cmd,
-            "sglang/schedule-lpm",
-            Severity.INFO,
-            "Longest-prefix-match scheduling can starve requests",
-            "--schedule-policy lpm admits waiting requests with the longest cached prefix "
-            "first. That raises cache hits, but under sustained load a request whose prefix "
-            "matches nothing can wait behind a stream of better-matching ones: good p50, "
-            "unbounded p99 TTFT for the odd request out.",
-            arg,
-            "measure p99 TTFT per prompt family with lpm and with fcfs (the default); keep lpm "
-            "only if the worst family still meets the SLO",
-            "bounded worst-case queueing",
-        )
-    ]
-
-
-VLLM_RULES: list[Rule] = [rule_vllm_prefix_cache, rule_vllm_chunked_prefill]
-SGLANG_RULES: list[Rule] = [rule_sglang_radix_cache, rule_sglang_lpm]
+RULES: tuple[Rule, ...] = (rule_vllm_prefix_cache, rule_vllm_chunked_prefill)

@@ -1,4 +1,4 @@
-"""The Engine adapter shape: launch command, metrics location, metric-name mapping, blind spots.
+"""Common metric names, where each engine keeps them, and their deltas over a window.
 
 Every engine exports different Prometheus names for the same idea. Adapters map them to the
 ``CommonMetric`` names below and say plainly which ones the engine cannot provide, so reports can
@@ -62,18 +62,10 @@ class MetricDelta:
         return None
 
 
-class EngineAdapter(Protocol):
-    """What the rest of ttft needs to know about one engine kind."""
-
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def metrics_path(self) -> str: ...
+class HasMetricSources(Protocol):
+    """Anything that maps common metrics to an engine's names (an ``EngineAdapter`` does)."""
 
     def metric_sources(self) -> Mapping[CommonMetric, MetricSource]: ...
-
-    def unavailable(self) -> Mapping[CommonMetric, str]: ...
 
 
 def _first_present(scrape: Scrape, source: MetricSource) -> str | None:
@@ -86,7 +78,7 @@ def _first_present(scrape: Scrape, source: MetricSource) -> str | None:
 
 
 def metric_deltas(
-    adapter: EngineAdapter, before: Scrape, after: Scrape
+    adapter: HasMetricSources, before: Scrape, after: Scrape
 ) -> dict[CommonMetric, MetricDelta]:
     """Map two scrapes of one engine through its adapter into per-window common metrics."""
     out: dict[CommonMetric, MetricDelta] = {}

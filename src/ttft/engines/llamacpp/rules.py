@@ -7,15 +7,15 @@ so that their intent still counts (and ``engine/removed-flag`` says they no long
 
 from __future__ import annotations
 
-from ttft.lint.engine_cmdline import Arg, EngineCommand
-from ttft.lint.engine_rules import (
+from ttft.core.findings import Finding, Severity
+from ttft.engines.cmdline import Arg, EngineCommand
+from ttft.engines.rulekit import (
     EngineLintOptions,
     Rule,
     finding_at,
     is_false,
     parse_count,
 )
-from ttft.lint.findings import Finding, Severity
 
 ALL_LAYERS = 99  # the customary "-ngl 99": more layers than most models have
 
@@ -268,11 +268,11 @@ def rule_switches(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
     return out
 
 
-LLAMACPP_RULES: list[Rule] = [
+RULES: tuple[Rule, ...] = (
     rule_gpu_layers,
     rule_load_mode,
     rule_ubatch,
     rule_flash_attn,
     rule_slot_context,
     rule_switches,
-]
+)

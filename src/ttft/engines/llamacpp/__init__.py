@@ -1,0 +1,1 @@
+"""ttft.engines.llamacpp.launch."""
