@@ -28,7 +28,7 @@ _PUBLIC: dict[str, str] = {
     "WorkItem": "ttft.workload.requests",
     "ClosedLoop": "ttft.workload.arrival",
     "OpenLoop": "ttft.workload.arrival",
-    "Target": "ttft.load.target",
+    "Target": "ttft.core.target",
     "WorkloadSpec": "ttft.load.plan",
     "run_session": "ttft.load.session",
     # engines

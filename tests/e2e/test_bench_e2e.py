@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from ttft.core.summary import BenchSummary
+from ttft.core.target import Target
+from ttft.engines.control import ServerTokenizer
 from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
 from ttft.load.plan import WorkloadSpec
 from ttft.load.runner import max_overlap
 from ttft.load.session import SessionResult, run_session
 from ttft.load.sink import read_results
-from ttft.load.target import Target
 from ttft.workload.arrival import ClosedLoop
-from ttft.workload.tokenizer import ServerTokenizer
 
 pytestmark = pytest.mark.e2e
 
@@ -40,7 +40,7 @@ def fresh_run(
             warmup=1,
             arrivals=[ClosedLoop(1), ClosedLoop(3)],
         )
-        result = run_session(target, spec, ServerTokenizer(engine.base_url), out, fresh_server=True)
+        result = run_session(target, spec, ServerTokenizer(target), out, fresh_server=True)
         yield result, engine
 
 

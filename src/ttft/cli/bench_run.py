@@ -24,10 +24,11 @@ from ttft.cli.bench_setup import (
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.core.slo import parse_slos
+from ttft.core.target import Target
+from ttft.engines.control import ControlClient
 from ttft.load.plan import WorkloadSpec
 from ttft.load.runner import CellPlan
 from ttft.load.session import SessionHooks, SessionResult, run_session
-from ttft.load.target import Target, discover_model
 from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop, parse_rate
 
 EMBEDDED_SLOTS = 4
@@ -104,7 +105,7 @@ def _target(
         if target.model is None:
             target = Target(
                 target.base_url,
-                discover_model(target),
+                ControlClient(target).model_id(),
                 target.metrics_url,
                 target.engine_kind,
                 target.api_key,
@@ -191,12 +192,11 @@ def _cold_mode(opts: dict[str, Any], spec: WorkloadSpec, console: Console, out_d
 
 def _check_context(target: Target, spec: WorkloadSpec) -> None:
     """Refuse up front a bucket the server cannot take, instead of hundreds of HTTP 400s."""
-    from ttft.load.target import context_limit
 
     if spec.prompt_file is not None or spec.sharegpt_file is not None:
         return
     longest = sum(spec.shared_prefix) if spec.shared_prefix else max(spec.buckets)
-    limit = context_limit(target)
+    limit = ControlClient(target).context_limit()
     if limit is not None and longest + spec.max_tokens > limit:
         raise TtftError(
             f"prompts of {longest} tokens plus {spec.max_tokens} output tokens exceed the "
@@ -235,7 +235,7 @@ def execute(opts: dict[str, Any]) -> None:
     with _target(opts, spec, console) as (target, fresh):
         _check_context(target, spec)
         uses_files = opts["prompt_file"] is not None or opts["sharegpt"] is not None
-        tokenizer = None if uses_files else make_tokenizer(opts["tokenizer_path"], target.root)
+        tokenizer = None if uses_files else make_tokenizer(opts["tokenizer_path"], target)
         result = _run_with_progress(
             target, spec, tokenizer, records_path, fresh, slos, opts, console
         )

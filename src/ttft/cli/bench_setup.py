@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ttft.core.errors import TtftError
-from ttft.workload.tokenizer import ServerTokenizer, Tokenizer
+from ttft.core.target import Target
+from ttft.engines.control import ServerTokenizer
+from ttft.workload.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ def parse_header(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
-def make_tokenizer(path: Path | None, server_root: str) -> Tokenizer:
+def make_tokenizer(path: Path | None, target: Target) -> Tokenizer:
     """A tokenizer.json or .gguf when given, else the server's own /tokenize (checked once here)."""
     if path is not None and path.suffix.lower() == ".gguf":
         from ttft.workload.gguf_tokenizer import GgufTokenizer
@@ -71,12 +73,12 @@ def make_tokenizer(path: Path | None, server_root: str) -> Tokenizer:
         from ttft.workload.hf_tokenizer import HFTokenizer
 
         return HFTokenizer.from_file(path)
-    tokenizer = ServerTokenizer(server_root)
+    tokenizer = ServerTokenizer(target)
     try:
         tokenizer.encode("probe")
     except TtftError:
         raise TtftError(
-            f"{server_root} offers no /tokenize endpoint, so prompt lengths cannot be exact",
+            f"{target.root} offers no /tokenize endpoint, so prompt lengths cannot be exact",
             "pass --tokenizer path/to/tokenizer.json (the model's own), or --prompt-file",
         ) from None
     return tokenizer

@@ -15,10 +15,11 @@ from rich.console import Console
 from ttft.cli.bench_setup import parse_int_list
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.slo import parse_slos
-from ttft.doctor.context import DoctorContext, fetch_props, server_tokenizer
+from ttft.core.target import Target
+from ttft.doctor.context import DoctorContext, server_tokenizer
 from ttft.doctor.findings import StepResult
 from ttft.doctor.run import STEPS, run_doctor
-from ttft.load.target import Target, discover_model
+from ttft.engines.control import ControlClient
 from ttft.probe.sampler import sample
 from ttft.workload.builders import from_jsonl
 from ttft.workload.exact_length import text_of_tokens
@@ -44,7 +45,7 @@ def _target(
             opts["url"], opts["model"], opts["metrics_url"], opts["engine_kind"], opts["api_key"]
         )
         metrics = target.metrics_url or target.root + "/metrics"
-        model = target.model or discover_model(target)
+        model = target.model or ControlClient(target).model_id()
         yield (
             Target(target.base_url, model, metrics, target.engine_kind, target.api_key),
             False,
@@ -100,7 +101,7 @@ def execute(opts: dict[str, Any]) -> None:
             real_items=real,
             slos=slos,
             tokenizer=server_tokenizer(target),
-            props=fetch_props(target),
+            props=ControlClient(target).props(),
         )
         if ctx.engine_kind is None:
             from ttft.load.server_metrics import MetricsWatcher

@@ -3,7 +3,8 @@ imported, so a kind registered later (a plug-in, a test) is offered like the bui
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import click
 
@@ -13,8 +14,15 @@ from ttft.engines.registry import adapters
 class EngineKind(click.Choice):  # type: ignore[type-arg]
     """The registry's engine kinds (optionally only those with a flag table), plus ``extra``."""
 
-    def __init__(self, *, extra: Sequence[str] = (), with_flags: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        extra: Sequence[str] = (),
+        with_flags: bool = False,
+        aliases: Mapping[str, str] | None = None,
+    ) -> None:
         self._extra = tuple(extra)
+        self._aliases = dict(aliases or {})
         self._with_flags = with_flags
         super().__init__((), case_sensitive=True)
 
@@ -26,3 +34,9 @@ class EngineKind(click.Choice):  # type: ignore[type-arg]
     @choices.setter
     def choices(self, value: Sequence[str]) -> None:
         pass  # click.Choice.__init__ assigns; the registry is the only source
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """An older spelling (the gateway's ``llama.cpp``) is read as the registry's kind."""
+        if isinstance(value, str):
+            value = self._aliases.get(value, value)
+        return super().convert(value, param, ctx)

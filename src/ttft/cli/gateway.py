@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from ttft.cli.engine_choice import EngineKind
 from ttft.core.errors import TtftError
 from ttft.gateway import config as gwconfig
 from ttft.gateway.config import GatewayConfig, ModelConfig, UpstreamConfig
@@ -68,8 +69,8 @@ def _from_flags(
 )
 @click.option(
     "--engine",
-    type=click.Choice(gwconfig.ENGINES),
-    default="llama.cpp",
+    type=EngineKind(extra=(gwconfig.GENERIC_ENGINE,), aliases=gwconfig.ENGINE_ALIASES),
+    default="llamacpp",
     show_default=True,
     help="Engine kind of the upstreams (with --upstream).",
 )

@@ -19,6 +19,7 @@ from rich.table import Table
 from ttft.cli.lint_common import exit_with, output_options, user_errors
 from ttft.core.errors import TtftError
 from ttft.core.findings import Severity, without_rules
+from ttft.core.target import Target
 from ttft.lint.prompts.prefix_cache import CACHE_MODEL_HELP, CACHE_MODELS
 from ttft.lint.prompts.tokens import PromptTokens
 from ttft.prompts.chat_template import ChatTemplate
@@ -31,7 +32,7 @@ from ttft.workload.tokenizer import Tokenizer
 class _Sources:
     template: ChatTemplate
     tokens: PromptTokens
-    server_url: str | None  # where the prefill rate can be measured
+    server: Target | None  # where the prefill rate can be measured
     sliding_window: bool  # the served model uses sliding-window attention (checkpoint reuse)
 
 
@@ -41,9 +42,11 @@ def _sources(
     template_name: str | None,
     tokenizer_path: Path | None,
     url: str | None,
+    api_key: str | None,
 ) -> Iterator[_Sources]:
     """Template and tokenizer from files, a running server, or the embedded engine (started here
     and stopped on exit) for whatever the files do not give."""
+    from ttft.engines.control import ServerTokenizer
     from ttft.lint.prompts.server import (
         fetch_server_props,
         server_prefix_ids,
@@ -52,7 +55,6 @@ def _sources(
     )
     from ttft.lint.prompts.sources import load_template
     from ttft.workload.hf_tokenizer import HFTokenizer
-    from ttft.workload.tokenizer import ServerTokenizer
 
     template = load_template(template_path, template_name) if template_path else None
     if tokenizer_path is None and template_path is not None and template_path.suffix == ".json":
@@ -65,9 +67,10 @@ def _sources(
     with contextlib.ExitStack() as stack:
         if url is None:
             url = _start_embedded(stack)
-        sliding = server_sliding_window(fetch_server_props(url)) is not None
+        target = Target(url, api_key=api_key)
+        sliding = server_sliding_window(fetch_server_props(target)) is not None
         if template is None:
-            template = template_from_server(url)
+            template = template_from_server(target)
         if tokenizer is None:
             if template_path is not None:
                 click.echo(
@@ -75,10 +78,10 @@ def _sources(
                     "model's tokenizer.json for exact counts of another model",
                     err=True,
                 )
-            tokens = PromptTokens(ServerTokenizer(url), server_prefix_ids(url))
+            tokens = PromptTokens(ServerTokenizer(target), server_prefix_ids(target))
         else:
             tokens = PromptTokens(tokenizer)
-        yield _Sources(template, tokens, url, sliding)
+        yield _Sources(template, tokens, target, sliding)
 
 
 def _start_embedded(stack: contextlib.ExitStack) -> str:
@@ -145,6 +148,12 @@ def _cache_table(rows: list[tuple[str, str, str]], title: str) -> Table:
     "--template the embedded engine is started for them.",
 )
 @click.option(
+    "--api-key",
+    envvar="TTFT_API_KEY",
+    default=None,
+    help="Bearer key for a --url server started with --api-key (env TTFT_API_KEY).",
+)
+@click.option(
     "--cache-model",
     type=click.Choice(sorted(CACHE_MODELS)),
     default=None,
@@ -169,6 +178,7 @@ def prompts(
     template_name: str | None,
     tokenizer_path: Path | None,
     url: str | None,
+    api_key: str | None,
     cache_model: str | None,
     prefill_rate: float | None,
     fmt: str,
@@ -195,11 +205,11 @@ def prompts(
 
     with user_errors():
         requests = _load_requests(log, messages)
-        with _sources(template_path, template_name, tokenizer_path, url) as src:
+        with _sources(template_path, template_name, tokenizer_path, url, api_key) as src:
             model = CACHE_MODELS[cache_model or ("checkpoint" if src.sliding_window else "token")]
             rate = prefill_rate
-            if rate is None and src.server_url is not None and len(requests) > 1:
-                rate = measure_prefill_rate(src.server_url)
+            if rate is None and src.server is not None and len(requests) > 1:
+                rate = measure_prefill_rate(src.server)
             analysis = lint_prompts(
                 requests, src.template, src.tokens, cache_model=model, prefill_rate=rate
             )

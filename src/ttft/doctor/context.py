@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,14 +11,15 @@ from typing import Any
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.core.slo import Slo
+from ttft.core.target import Target
 from ttft.engines.adapter import GENERIC_ADVICE, EngineAdapter, EngineAdvice
+from ttft.engines.control import ServerTokenizer
 from ttft.engines.registry import adapter_for
-from ttft.load.target import Target
 from ttft.probe.sampler import Sample, sample
 from ttft.workload.exact_length import text_of_tokens
 from ttft.workload.requests import WorkItem, chat_body
 from ttft.workload.text_source import sentence_text
-from ttft.workload.tokenizer import ServerTokenizer, Tokenizer
+from ttft.workload.tokenizer import Tokenizer
 
 # Engines known to accept ``ignore_eos``: it keeps a base model from stopping after one token,
 # so streams are long enough to judge how their chunks arrive.
@@ -107,18 +105,8 @@ def server_ms(record: RequestRecord, key: str) -> float | None:
     return float(value) if value is not None else None
 
 
-def fetch_props(target: Target) -> dict[str, Any]:
-    """llama-server's /props (slots, template); an empty dict for engines without it."""
-    try:
-        with urllib.request.urlopen(target.root + "/props", timeout=5) as resp:
-            data = json.loads(resp.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def server_tokenizer(target: Target) -> Tokenizer | None:
-    tok = ServerTokenizer(target.root, timeout_s=10)
+    tok = ServerTokenizer(target, timeout_s=10)
     try:
         tok.encode("probe")
     except TtftError:

@@ -82,6 +82,12 @@ class EngineAdapter:
     # Whether its streamed answers carry ``X-Accel-Buffering: no`` (which tells nginx not to
     # buffer them); None: not known.
     sends_x_accel_buffering_no: bool | None = None
+    # llama-server's control endpoints (/props, /tokenize, /apply-template): the gateway reads the
+    # chat template and checks its own rendering against them.
+    control_endpoints: bool = False
+    # A text prompt sent to its completions endpoint always gets BOS prepended (no
+    # ``add_special_tokens`` switch), so a pre-rendered prompt must leave its own BOS out.
+    completions_prompt_gets_bos: bool = False
     ignores_eos: bool = False  # accepts ``ignore_eos`` in requests (exact output lengths)
     # The engine settings worth sweeping, by flag; ``ttft tune`` reads this.
     tunables: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

@@ -27,8 +27,23 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ttft.core.errors import TtftError
+from ttft.engines.adapter import EngineAdapter
+from ttft.engines.registry import adapter_for, engine_kinds
 
-ENGINES = ("llama.cpp", "vllm", "sglang", "tgi", "openai")
+# An OpenAI-compatible upstream that ttft knows nothing more about (no control endpoints).
+GENERIC_ENGINE = "openai"
+# Spellings earlier gateway configurations used, read as the registry's kind.
+ENGINE_ALIASES = {"llama.cpp": "llamacpp"}
+
+
+def engine_choices() -> tuple[str, ...]:
+    """The engine kinds of the registry, plus the generic OpenAI-compatible upstream."""
+    return (*engine_kinds(), GENERIC_ENGINE)
+
+
+def engine_adapter(kind: str) -> EngineAdapter | None:
+    """The adapter of an upstream's engine; None for the generic OpenAI-compatible one."""
+    return None if kind == GENERIC_ENGINE else adapter_for(kind)
 
 
 @dataclass(frozen=True)
@@ -63,7 +78,7 @@ class UpstreamConfig:
 class ModelConfig:
     name: str
     upstreams: tuple[UpstreamConfig, ...]
-    engine: str = "llama.cpp"
+    engine: str = "llamacpp"  # a kind of ttft.engines.registry, or "openai" (generic)
     upstream_model: str | None = None  # the name the engines know; None: same as ``name``
     prerender: bool = True  # render chat templates here and call the completions endpoint
     chat_template: str = "auto"  # "auto" (llama.cpp /props), or a .jinja / tokenizer_config.json
@@ -218,9 +233,12 @@ def _model(raw: Any, where: str) -> ModelConfig:
     urls = [u.url for u in ups]
     if len(set(urls)) != len(urls):
         raise _fail(where, "an upstream URL is listed twice")
-    engine = values.get("engine", "llama.cpp")
-    if engine not in ENGINES:
-        raise _fail(where + ".engine", f"unknown engine {engine!r}", f"one of {', '.join(ENGINES)}")
+    engine = values.get("engine", "llamacpp")
+    engine = values["engine"] = ENGINE_ALIASES.get(engine, engine)
+    if engine not in engine_choices():
+        raise _fail(
+            where + ".engine", f"unknown engine {engine!r}", f"one of {', '.join(engine_choices())}"
+        )
     return ModelConfig(upstreams=ups, **values)
 
 

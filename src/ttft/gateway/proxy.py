@@ -16,7 +16,7 @@ from typing import Any
 from ttft.client import errors
 from ttft.client.errors import RequestFailed
 from ttft.gateway.admission import Shed
-from ttft.gateway.config import GatewayConfig
+from ttft.gateway.config import GatewayConfig, engine_adapter
 from ttft.gateway.errors import GatewayError, overloaded, upstream_failed
 from ttft.gateway.http_server import Request, Response
 from ttft.gateway.metrics import GatewayMetrics
@@ -223,7 +223,9 @@ class Proxy:
             body["max_tokens"] = plan.body["max_completion_tokens"]
         rendered = plan.rendered
         body["prompt"] = rendered.ids if rendered.ids is not None else rendered.text
-        if plan.runtime.config.engine != "llama.cpp" and rendered.ids is None:
+        adapter = engine_adapter(plan.runtime.config.engine)
+        gets_bos = adapter is not None and adapter.completions_prompt_gets_bos
+        if not gets_bos and rendered.ids is None:
             body["add_special_tokens"] = False  # the render already holds BOS (vLLM, SGLang)
         return PATHS[COMPLETIONS], json.dumps(
             body, ensure_ascii=False, separators=(",", ":")

@@ -23,8 +23,9 @@ from typing import Any
 
 from ttft.client.errors import RequestFailed
 from ttft.core.errors import TtftError
+from ttft.engines import control
 from ttft.gateway.admission import Admission
-from ttft.gateway.config import GatewayConfig, ModelConfig, UpstreamConfig
+from ttft.gateway.config import GatewayConfig, ModelConfig, UpstreamConfig, engine_adapter
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.routing import Router
 from ttft.gateway.upstream import CollectSink, UpstreamPool, request_bytes
@@ -151,10 +152,9 @@ def _track(metrics: GatewayMetrics, replica: Replica) -> None:
     metrics.healthy.track(lambda: 1.0 if replica.healthy else 0.0, url)
 
 
-async def fetch(
-    replica: Replica, method: str, path: str, body: Any = None, timeout_s: float = 5.0
-) -> tuple[int, bytes]:
-    """A small request to a replica over its pool (health checks, /props, /apply-template)."""
+async def fetch(replica: Replica, call: control.Call, timeout_s: float = 5.0) -> tuple[int, bytes]:
+    """A control call to a replica over its pool (health checks, /props, /apply-template)."""
+    method, path, body = call.method, call.path, call.body
     raw = None if body is None else json.dumps(body).encode()
     headers = [("Accept-Encoding", "identity")]
     if raw is not None:
@@ -170,7 +170,7 @@ async def fetch(
 
 async def check_health(replica: Replica, timeout_s: float) -> None:
     try:
-        status, _ = await fetch(replica, "GET", "/health", timeout_s=timeout_s)
+        status, _ = await fetch(replica, control.HEALTH, timeout_s=timeout_s)
         # 503 is llama-server loading its model; 404 a server without /health that answered.
         ok, why = status < 500, f"GET /health answered {status}"
     except (RequestFailed, TimeoutError, OSError) as exc:
@@ -225,7 +225,8 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
     from ttft.prompts.chat_template import ChatTemplate
 
     model = runtime.config
-    llama = model.engine == "llama.cpp"
+    adapter = engine_adapter(model.engine)
+    llama = adapter is not None and adapter.control_endpoints  # /props, /apply-template, /tokenize
     source: Replica | None = None
     if model.chat_template == "auto":
         if not llama:
@@ -233,7 +234,7 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
                 f'chat_template = "auto" needs a llama.cpp engine ({model.engine} has no /props)',
                 "set chat_template to the model's .jinja or tokenizer_config.json",
             )
-        props = await _first_json(runtime, "GET", "/props", None)
+        props = await _first_json(runtime, control.PROPS)
         if props is None:
             return None
         source, data = props
@@ -261,18 +262,18 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
     pre = Prerenderer(
         template,
         tokenizer=tokenizer,
-        strip_bos=llama,
+        strip_bos=adapter is not None and adapter.completions_prompt_gets_bos,
         chars_per_token=config.limits.chars_per_token,
         max_entries=config.limits.prerender_cache_entries,
     )
     if llama:
         answer = await _first_json(
-            runtime, "POST", "/apply-template", {"messages": _PROBE}, prefer=source
+            runtime, control.apply_template(_PROBE), prefer=source
         )
         if answer is None:
             return None
         _, data = answer
-        expected = data.get("prompt")
+        expected = control.prompt_of(data)
         mine = pre.render_full(_PROBE)
         fast = pre.render(_PROBE).text
         if expected != mine or fast != mine:
@@ -314,7 +315,8 @@ async def _completions_reuse_prefix(replica: Replica) -> bool | None:
     for tail in tails:
         body = {"prompt": shared + tail, "max_tokens": 1, "temperature": 0, "cache_prompt": True}
         try:
-            status, raw = await fetch(replica, "POST", "/v1/completions", body, timeout_s=60)
+            call = control.Call("POST", "/v1/completions", body)
+            status, raw = await fetch(replica, call, timeout_s=60)
             if status != 200:
                 return None
             timings = json.loads(raw).get("timings") or {}
@@ -325,14 +327,14 @@ async def _completions_reuse_prefix(replica: Replica) -> bool | None:
 
 
 async def _first_json(
-    runtime: ModelRuntime, method: str, path: str, body: Any, prefer: Replica | None = None
+    runtime: ModelRuntime, call: control.Call, prefer: Replica | None = None
 ) -> tuple[Replica, dict[str, Any]] | None:
     order = sorted(runtime.replicas, key=lambda r: (r is not prefer, not r.healthy))
     for replica in order:
         if replica.config.prerender is False:
             continue
         try:
-            status, raw = await fetch(replica, method, path, body)
+            status, raw = await fetch(replica, call)
         except (RequestFailed, TimeoutError, OSError):
             continue
         if status == 200:
@@ -343,7 +345,7 @@ async def _first_json(
             if isinstance(data, dict):
                 return replica, data
         elif status in (404, 405, 501):
-            raise TtftError(f"{replica.name} has no {method} {path} (answered {status})")
+            raise TtftError(f"{replica.name} has no {call.method} {call.path} (answered {status})")
     return None
 
 
@@ -357,11 +359,11 @@ def _count_prefix_later(runtime: ModelRuntime, frame: Any) -> None:
         if replica is None:
             return
         try:
-            status, raw = await fetch(
-                replica, "POST", "/tokenize", {"content": frame.prefix, "add_special": True}
-            )
-            if status == 200:
-                frame.static_tokens = len(json.loads(raw).get("tokens", []))
+            call = control.tokenize(frame.prefix, add_special=True)
+            status, raw = await fetch(replica, call)
+            tokens = control.tokens_of(json.loads(raw)) if status == 200 else None
+            if tokens is not None:
+                frame.static_tokens = len(tokens)
         except (RequestFailed, TimeoutError, OSError, ValueError, AttributeError):
             pass
 

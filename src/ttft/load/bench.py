@@ -14,10 +14,10 @@ from typing import Any
 
 from ttft.client.stream import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
+from ttft.core.target import Target
 from ttft.load.runner import CellPlan, Runner
 from ttft.load.server_metrics import MetricsWatcher, track_gauge_peaks
 from ttft.load.sink import JsonlSink
-from ttft.load.target import Target
 from ttft.workload.requests import WorkItem
 
 

@@ -6,31 +6,16 @@ template's own tokens are measured once and subtracted from the content.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-
 from ttft.client.stream import StreamingClient
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord, RunAnchor
-from ttft.load.target import Target
+from ttft.core.target import Target
+from ttft.engines.control import ControlClient, ControlError
 from ttft.workload.exact_length import text_of_tokens
 from ttft.workload.requests import ApiStyle
 from ttft.workload.tokenizer import Tokenizer
 
 PROBE_TOKENS = 24
-
-
-def _post_json(url: str, body: dict[str, object]) -> dict[str, object] | None:
-    req = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            out = json.loads(resp.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
-    return out if isinstance(out, dict) else None
 
 
 def template_overhead_without_inference(target: Target, tokenizer: Tokenizer) -> int | None:
@@ -40,16 +25,15 @@ def template_overhead_without_inference(target: Target, tokenizer: Tokenizer) ->
     Sending no request keeps the server's first real request for the cold-start measurement.
     """
     content = text_of_tokens(tokenizer, PROBE_TOKENS, "ttft/calibration")
-    rendered = _post_json(
-        target.root + "/apply-template", {"messages": [{"role": "user", "content": content}]}
-    )
-    if rendered is None or not isinstance(rendered.get("prompt"), str):
+    client = ControlClient(target, timeout_s=30)
+    prompt = client.apply_template([{"role": "user", "content": content}])
+    if prompt is None:
         return None
-    counted = _post_json(
-        target.root + "/tokenize", {"content": rendered["prompt"], "add_special": True}
-    )
-    tokens = None if counted is None else counted.get("tokens")
-    if not isinstance(tokens, list):
+    try:
+        tokens = client.tokenize(prompt, add_special=True)
+    except ControlError as exc:
+        if exc.status in (401, 403):
+            raise
         return None
     return len(tokens) - PROBE_TOKENS
 

@@ -15,11 +15,11 @@ from typing import Protocol
 
 from ttft.client.stream import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
+from ttft.core.target import Target
+from ttft.engines.control import ServerTokenizer
 from ttft.load.calibrate import template_overhead_without_inference
 from ttft.load.sink import JsonlSink
-from ttft.load.target import Target
 from ttft.workload.exact_length import text_of_tokens
-from ttft.workload.tokenizer import ServerTokenizer
 
 COLD_CELL = "cold start"
 
@@ -57,7 +57,7 @@ def measure_cold_starts(
     for index in range(samples):
         with launch() as engine:
             target = Target(engine.base_url, engine.model_name, engine.metrics_url, "llamacpp")
-            tokenizer = ServerTokenizer(engine.base_url)
+            tokenizer = ServerTokenizer(target)
             overhead = template_overhead_without_inference(target, tokenizer) or 0
             text = text_of_tokens(tokenizer, max(1, prompt_tokens - overhead), f"ttft/cold/{index}")
             body = {

@@ -18,12 +18,12 @@ from ttft import __version__
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.slo import Slo
 from ttft.core.summary import BenchSummary, summarize_run
+from ttft.core.target import Target
 from ttft.load.bench import BenchResult, run_cells
 from ttft.load.calibrate import template_overhead, template_overhead_without_inference
 from ttft.load.plan import WorkloadSpec, build_cells
 from ttft.load.runner import CellPlan
 from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
-from ttft.load.target import Target
 from ttft.workload.arrival import ClosedLoop
 from ttft.workload.tokenizer import Tokenizer
 

@@ -6,11 +6,11 @@ import time
 
 from ttft.core.records import RequestRecord
 from ttft.core.slo import parse_slos
+from ttft.core.target import Target
 from ttft.doctor.context import DoctorContext
 from ttft.doctor.findings import StepResult
 from ttft.doctor.run import run_doctor
 from ttft.doctor.slo_check import check_slos
-from ttft.load.target import Target
 
 MS = 1_000_000
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 
 from ttft.core.records import RequestRecord
+from ttft.core.target import Target
 from ttft.doctor.context import DoctorContext
 from ttft.doctor.findings import Confidence, CostTier, DoctorFinding, StepResult, rank
 from ttft.doctor.step_server import _queueing_finding
 from ttft.doctor.step_transport import shape
-from ttft.load.target import Target
 
 MS = 1_000_000
 

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ttft.core.records import RequestRecord
+from ttft.core.target import Target
 from ttft.doctor import step_server, step_transport
 from ttft.doctor.context import DoctorContext
-from ttft.load.target import Target
 from ttft.probe.sampler import Sample
 from ttft.workload.requests import WorkItem
 

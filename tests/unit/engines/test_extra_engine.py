@@ -12,8 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from ttft.cli.main import cli
+from ttft.core.errors import TtftError
 from ttft.core.findings import Finding, Severity
 from ttft.core.records import RequestRecord
+from ttft.core.target import Target
 from ttft.doctor import step_server
 from ttft.doctor.context import DoctorContext
 from ttft.engines.adapter import EngineAdapter, EngineAdvice, FlagRoles
@@ -23,7 +25,7 @@ from ttft.engines.metrics import CommonMetric, MetricSource
 from ttft.engines.prometheus import parse_exposition
 from ttft.engines.registry import detect_kind, engine_kinds, registered
 from ttft.engines.rulekit import EngineLintOptions, finding_at, parse_count
-from ttft.load.target import Target
+from ttft.gateway.config import from_mapping
 from ttft.probe.sampler import Sample
 from ttft.workload.requests import WorkItem
 
@@ -130,3 +132,17 @@ def test_doctor_gives_the_kinds_own_advice(toy: EngineAdapter) -> None:
     queueing = [f for f in step.findings if f.rule == "capacity/queueing"]
     assert queueing, step.to_json()
     assert queueing[0].action == "ToyServe: `--slots 8`"
+
+
+def test_the_gateway_accepts_a_registered_kind_for_its_upstreams(toy: EngineAdapter) -> None:
+    raw = {"model": [{"name": "m", "engine": "toyserve", "upstreams": ["http://127.0.0.1:9"]}]}
+    assert from_mapping(raw).models[0].engine == "toyserve"
+    code, out = _invoke("gateway", "--help")
+    assert code == 0 and "toyserve" in out
+
+
+def test_the_gateway_refuses_an_unknown_kind_and_reads_the_old_llamacpp_spelling() -> None:
+    old = {"model": [{"name": "m", "engine": "llama.cpp", "upstreams": ["http://127.0.0.1:9"]}]}
+    assert from_mapping(old).models[0].engine == "llamacpp"
+    with pytest.raises(TtftError, match="unknown engine 'toyserve'"):
+        from_mapping({"model": [{"name": "m", "engine": "toyserve", "upstreams": ["http://h:9"]}]})

@@ -130,7 +130,7 @@ def test_a_half_written_last_line_is_skipped_and_counted(tmp_path: Path) -> None
 
 def test_a_target_url_that_is_not_http_is_a_clear_error() -> None:
     from ttft.core.errors import TtftError
-    from ttft.load.target import Target
+    from ttft.core.target import Target
 
     for url in ("notaurl", "ftp://host/x", "http://"):
         with pytest.raises(TtftError, match="is not an http"):

@@ -59,6 +59,8 @@ ADAPTER = EngineAdapter(
         "context: -c = per-slot context x slots)",
     ),
     sends_x_accel_buffering_no=True,  # on streamed responses (checked on the embedded build)
+    control_endpoints=True,
+    completions_prompt_gets_bos=True,
     ignores_eos=True,
     tunables={
         "-np": ("1", "2", "4"),

@@ -4,77 +4,64 @@ and how fast it prefills (to turn saved tokens into saved milliseconds of TTFT).
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from ttft.core.errors import TtftError
+from ttft.core.target import Target
+from ttft.engines import control
+from ttft.engines.control import ControlClient
 from ttft.lint.prompts_gguf import read_gguf_sliding_window
 from ttft.prompts.chat_template import ChatTemplate
 
 
-def _get_json(url: str, body: dict[str, Any] | None, timeout_s: float) -> dict[str, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            parsed = json.loads(resp.read())
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise TtftError(
-            f"could not read {url}: {exc}",
-            "give the base URL of a running llama-server, or the template file with --template",
-        ) from None
-    if not isinstance(parsed, dict):
-        raise TtftError(f"{url} answered {parsed!r}, not a JSON object")
-    return parsed
-
-
-def fetch_server_props(base_url: str, timeout_s: float = 10.0) -> dict[str, Any]:
+def fetch_server_props(target: Target) -> dict[str, Any]:
     """llama-server's ``GET /props``: the chat template it applies, slots, special tokens."""
-    return _get_json(base_url.rstrip("/") + "/props", None, timeout_s)
+    return ControlClient(target).send(control.PROPS)
 
 
-def template_from_server(base_url: str, timeout_s: float = 10.0) -> ChatTemplate:
+def template_from_server(target: Target) -> ChatTemplate:
     """The template a running llama-server applies (its own, or its built-in fallback)."""
-    props = fetch_server_props(base_url, timeout_s)
+    props = fetch_server_props(target)
     template = props.get("chat_template")
     if not isinstance(template, str) or not template:
         raise TtftError(
-            f"{base_url}/props has no chat_template",
+            f"{target.root}/props has no chat_template",
             "give the template with --template (a .jinja, tokenizer_config.json or .gguf)",
         )
     special = {
         k: str(props[k]) for k in ("bos_token", "eos_token") if isinstance(props.get(k), str)
     }
-    return ChatTemplate(template, f"GET {base_url.rstrip('/')}/props (chat_template)", special)
+    return ChatTemplate(template, f"GET {target.root}/props (chat_template)", special)
 
 
-def server_prefix_ids(base_url: str, timeout_s: float = 10.0) -> list[int]:
+def server_prefix_ids(target: Target) -> list[int]:
     """The tokens llama-server puts before every prompt (the BOS token, if the model adds one)."""
-    out = _get_json(
-        base_url.rstrip("/") + "/tokenize", {"content": "", "add_special": True}, timeout_s
-    )
-    tokens = out.get("tokens")
-    if not isinstance(tokens, list):
-        raise TtftError(f"{base_url}/tokenize answered without a 'tokens' list")
-    return [int(t) for t in tokens]
+    return ControlClient(target).tokenize("", add_special=True)
 
 
-def measure_prefill_rate(base_url: str, n_words: int = 300, timeout_s: float = 120.0) -> float:
+def measure_prefill_rate(target: Target, n_words: int = 300, timeout_s: float = 120.0) -> float:
     """Prompt tokens per second of an uncached prefill, from the server's own ``timings``.
 
     The prompt is new words (no cache hit) and ``cache_prompt`` is off, so the whole prompt is
     computed; one short warm-up request first keeps a cold start out of the number.
     """
-    url = base_url.rstrip("/") + "/completion"
-    _get_json(url, {"prompt": "warm up", "n_predict": 1, "cache_prompt": False}, timeout_s)
+    client = ControlClient(target, timeout_s)
+    url = target.root + "/completion"
+
+    def complete(prompt: str) -> dict[str, Any]:
+        return client.send(
+            control.Call(
+                "POST", "/completion", {"prompt": prompt, "n_predict": 1, "cache_prompt": False}
+            )
+        )
+
+    complete("warm up")
     prompt = " ".join(f"measure{i} prefill{i * 7 % 13}" for i in range(n_words // 2))
     rates = []
     # Best of two: on a shared machine a neighbour's burst slows one run, never speeds it up.
     for _ in range(2):
-        out = _get_json(url, {"prompt": prompt, "n_predict": 1, "cache_prompt": False}, timeout_s)
+        out = complete(prompt)
         timings = out.get("timings")
         rate = timings.get("prompt_per_second") if isinstance(timings, dict) else None
         if not isinstance(rate, int | float) or rate <= 0:
