@@ -106,7 +106,7 @@ def execute(opts: dict[str, Any]) -> None:
         if ctx.engine_kind is None:
             from ttft.load.server_metrics import MetricsWatcher
 
-            watcher = MetricsWatcher(target.metrics_url)
+            watcher = MetricsWatcher(target.metrics_url, headers=target.auth_headers())
             watcher.snapshot()
             ctx.target = Target(
                 target.base_url,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ttft.core.errors import TtftError
@@ -102,17 +103,22 @@ def parse_exposition(text: str) -> Scrape:
     return scrape
 
 
-def scrape_url(url: str, timeout_s: float = 10.0) -> Scrape:
-    """GET a metrics endpoint and parse it; a clear TtftError when it cannot be read."""
+def scrape_url(
+    url: str, timeout_s: float = 10.0, headers: Mapping[str, str] | None = None
+) -> Scrape:
+    """GET a metrics endpoint (with the target's auth headers: an engine started with an API key
+    may guard /metrics too) and parse it; a clear TtftError when it cannot be read."""
+    req = urllib.request.Request(url, headers=dict(headers or {}))
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             body = resp.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
-        hint = (
-            "start llama-server with --metrics"
-            if exc.code in (404, 501)
-            else "check the metrics URL and the server's logs"
-        )
+        if exc.code in (404, 501):
+            hint = "start llama-server with --metrics"
+        elif exc.code in (401, 403):
+            hint = "the metrics endpoint wants the API key: pass --api-key"
+        else:
+            hint = "check the metrics URL and the server's logs"
         raise TtftError(f"metrics endpoint {url} answered HTTP {exc.code}", hint) from exc
     except (urllib.error.URLError, OSError) as exc:
         raise TtftError(f"could not read metrics from {url}: {exc}", "check --metrics-url") from exc

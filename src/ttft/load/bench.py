@@ -69,7 +69,7 @@ async def run_cells(
 ) -> BenchResult:
     """Run ``cells`` in order; each record is written to ``sink`` the moment it finishes."""
     anchor = anchor or RunAnchor.now()
-    watcher = MetricsWatcher(target.metrics_url, target.engine_kind)
+    watcher = MetricsWatcher(target.metrics_url, target.engine_kind, target.auth_headers())
 
     def record_done(record: RequestRecord) -> None:
         sink.write_record(record)
@@ -93,7 +93,12 @@ async def run_cells(
             sampler = None
             if before is not None and watcher.engine_kind and target.metrics_url:
                 sampler = asyncio.create_task(
-                    track_gauge_peaks(target.metrics_url, watcher.engine_kind, peaks)
+                    track_gauge_peaks(
+                        target.metrics_url,
+                        watcher.engine_kind,
+                        peaks,
+                        headers=target.auth_headers(),
+                    )
                 )
             started = time.perf_counter_ns()
             try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ class MetricsWatcher:
 
     url: str | None
     engine_kind: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)  # the target's auth headers
     notes: list[str] = field(default_factory=list)
     _adapter: EngineAdapter | None = None
     _disabled: bool = False
@@ -29,7 +31,7 @@ class MetricsWatcher:
         if self.url is None or self._disabled:
             return None
         try:
-            scrape = scrape_url(self.url)
+            scrape = scrape_url(self.url, headers=self.headers)
         except TtftError as exc:
             self._disabled = True
             self.notes.append(f"server metrics unavailable: {exc}")
@@ -65,7 +67,11 @@ class MetricsWatcher:
 
 
 async def track_gauge_peaks(
-    url: str, kind: str, peaks: dict[str, float], every_s: float = GAUGE_SAMPLE_S
+    url: str,
+    kind: str,
+    peaks: dict[str, float],
+    every_s: float = GAUGE_SAMPLE_S,
+    headers: Mapping[str, str] | None = None,
 ) -> None:
     """Keep the highest value of each gauge (running, waiting, KV usage) until cancelled.
 
@@ -78,7 +84,7 @@ async def track_gauge_peaks(
     }
     while True:
         try:
-            scrape = await asyncio.to_thread(scrape_url, url, 2.0)
+            scrape = await asyncio.to_thread(scrape_url, url, 2.0, headers)
         except TtftError:  # a missed sample must not end the run
             scrape = Scrape()
         for name, source in gauges.items():

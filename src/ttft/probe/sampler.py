@@ -60,13 +60,17 @@ async def sample_async(
     anchor: RunAnchor | None = None,
 ) -> Sample:
     anchor = anchor or RunAnchor.now()
-    watcher = MetricsWatcher(target.metrics_url, target.engine_kind)
+    watcher = MetricsWatcher(target.metrics_url, target.engine_kind, target.auth_headers())
     records: list[RequestRecord] = []
     merged_headers = {**target.headers, **(headers or {})}
     before = await asyncio.to_thread(watcher.snapshot)
     peaks: dict[str, float] = {}
     sampler = (
-        asyncio.create_task(track_gauge_peaks(target.metrics_url, watcher.engine_kind, peaks))
+        asyncio.create_task(
+            track_gauge_peaks(
+                target.metrics_url, watcher.engine_kind, peaks, headers=target.auth_headers()
+            )
+        )
         if watch_gauges and before is not None and target.metrics_url and watcher.engine_kind
         else None
     )
