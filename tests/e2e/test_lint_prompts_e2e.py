@@ -38,10 +38,10 @@ from ttft.lint.prompts.analysis import lint_prompts
 from ttft.lint.prompts.prefix_cache import CACHE_MODELS
 from ttft.lint.prompts.server import server_prefix_ids, template_from_server
 from ttft.lint.prompts.tokens import PromptTokens
-from ttft.lint.prompts_gguf import read_gguf_chat_metadata, read_gguf_sliding_window
 from ttft.prompts.chat_template import TemplateRenderer
 from ttft.prompts.static_prefix import render
 from ttft.report.prompts import findings
+from ttft.weights.gguf import read_gguf
 from ttft.workload.request_log import ChatRequest, load_request_log
 
 pytestmark = pytest.mark.e2e
@@ -207,8 +207,8 @@ def test_ttft_lint_prompts_on_the_embedded_engine_reports_json_with_the_cache_re
 def test_the_embedded_gguf_has_no_template_a_bos_token_and_a_sliding_window() -> None:
     """Why the default template comes from the server: the GGUF carries none."""
     path = embedded_model_path()
-    assert read_gguf_chat_metadata(path) == {"bos_token": "<bos>", "eos_token": "<eos>"}
-    assert read_gguf_sliding_window(path) == 512
+    assert read_gguf(path).chat_metadata() == {"bos_token": "<bos>", "eos_token": "<eos>"}
+    assert read_gguf(path).sliding_window() == 512
     result = CliRunner().invoke(cli, ["lint", "prompts", str(LOG), "--template", str(path)])
     assert result.exit_code == 2
     assert "carries no tokenizer.chat_template" in result.output

@@ -144,6 +144,29 @@ class GgufFile:
             return [str(v) for v in value]
         return None
 
+    def chat_metadata(self) -> dict[str, str]:
+        """``chat_template``, ``bos_token`` and ``eos_token``, where the file has them: the
+        template text, and the texts of the special tokens its ids point at."""
+        out: dict[str, str] = {}
+        template = self.get_str("tokenizer.chat_template")
+        if template is not None:
+            out["chat_template"] = template
+        tokens = self.metadata.get("tokenizer.ggml.tokens")
+        for name in ("bos", "eos"):
+            token_id = self.get_int(f"tokenizer.ggml.{name}_token_id")
+            if isinstance(tokens, list) and token_id is not None and 0 <= token_id < len(tokens):
+                text = tokens[token_id]
+                if isinstance(text, str):
+                    out[f"{name}_token"] = text
+        return out
+
+    def sliding_window(self) -> int | None:
+        """The model's sliding attention window (``<arch>.attention.sliding_window``), if any:
+        llama-server can restore such a model's prefix only at context checkpoints."""
+        arch = self.get_str("general.architecture")
+        window = self.get_int(f"{arch}.attention.sliding_window") if arch else None
+        return window or None
+
 
 class _Reader:
     """Sequential reads from a file through a buffer, each one bounded by the file's size."""

@@ -11,8 +11,8 @@ from ttft.core.errors import TtftError
 from ttft.core.target import Target
 from ttft.engines import control
 from ttft.engines.control import ControlClient
-from ttft.lint.prompts_gguf import read_gguf_sliding_window
 from ttft.prompts.chat_template import ChatTemplate
+from ttft.weights.gguf import read_gguf
 
 
 def fetch_server_props(target: Target) -> dict[str, Any]:
@@ -86,6 +86,6 @@ def server_sliding_window(props: dict[str, Any]) -> int | None:
     if not path.is_file():
         return None
     try:
-        return read_gguf_sliding_window(path)
+        return read_gguf(path).sliding_window()
     except TtftError:
         return None

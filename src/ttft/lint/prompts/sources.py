@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ttft.core.errors import TtftError
-from ttft.lint.prompts_gguf import read_gguf_chat_metadata
 from ttft.prompts.chat_template import ChatTemplate
+from ttft.weights.gguf import GgufFormatError, read_gguf
 
 _SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token")
 
@@ -39,7 +39,10 @@ def load_template(path: Path, name: str | None = None) -> ChatTemplate:
 
 
 def _from_gguf(path: Path) -> ChatTemplate:
-    meta = read_gguf_chat_metadata(path)
+    try:
+        meta = read_gguf(path).chat_metadata()
+    except GgufFormatError as exc:  # the bounded reader of weights verify: never a MemoryError
+        raise TtftError(f"{path} is not a readable GGUF file: {exc.problem}", exc.fix) from None
     if "chat_template" not in meta:
         raise TtftError(
             f"{path} carries no tokenizer.chat_template: llama-server falls back to its built-in "
