@@ -100,7 +100,7 @@ def test_results_file_holds_every_record_and_the_summary_round_trips(
     loaded = read_results(result.results_path)
     assert loaded.finished and loaded.damaged_lines == 0
     assert len(loaded.records) == len(result.records) == 14
-    again = BenchSummary.from_json(json.loads(json.dumps(result.summary.to_json())))
+    again = BenchSummary.from_dict(json.loads(json.dumps(result.summary.to_dict())))
     assert [c.cell for c in again.cells] == [c.cell for c in result.summary.cells]
 
 

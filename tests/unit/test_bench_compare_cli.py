@@ -26,7 +26,7 @@ def _summary_file(path: Path, ttft_ms: float) -> Path:
         )
         for i in range(40)
     ]
-    path.write_text(json.dumps(summarize_run(records).to_json()))
+    path.write_text(json.dumps(summarize_run(records).to_dict()))
     return path
 
 

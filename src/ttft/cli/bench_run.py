@@ -307,7 +307,7 @@ def _write_report(summary: Any, notes: list[str], out_dir: Path, console: Consol
     from ttft.report.terminal import print_summary
 
     print_summary(summary, Console())
-    (out_dir / "summary.json").write_text(json.dumps(summary.to_json(), indent=2))
+    (out_dir / "summary.json").write_text(json.dumps(summary.to_dict(), indent=2))
     (out_dir / "summary.csv").write_text(summary_to_csv(summary))
     (out_dir / "summary.md").write_text(summary_to_markdown(summary))
     for note in notes:

@@ -150,7 +150,7 @@ def _emit(report: Any, opts: dict[str, Any], console: Console) -> None:
     from ttft.report.doctor import doctor_markdown, print_doctor
 
     if opts["fmt"] == "json":
-        click.echo(json.dumps(report.to_json(), indent=2))
+        click.echo(json.dumps(report.to_dict(), indent=2))
     elif opts["fmt"] == "markdown":
         click.echo(doctor_markdown(report))
     else:
@@ -158,6 +158,6 @@ def _emit(report: Any, opts: dict[str, Any], console: Console) -> None:
     out: Path | None = opts["out_dir"]
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "report.json").write_text(json.dumps(report.to_json(), indent=2))
+        (out / "report.json").write_text(json.dumps(report.to_dict(), indent=2))
         (out / "report.md").write_text(doctor_markdown(report))
         console.print(f"report: {out}/report.json, {out}/report.md")

@@ -16,7 +16,14 @@ from rich.console import Console
 
 from ttft.core.errors import TtftError
 from ttft.core.findings import Finding, Severity, without_rules
-from ttft.report.findings import FORMATS, dumps, exit_code, render_text, to_json, to_sarif
+from ttft.report.findings import (
+    FORMATS,
+    dumps,
+    exit_code,
+    json_document,
+    render_text,
+    sarif_document,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -77,9 +84,9 @@ def emit(
     """Print findings in ``format`` to stdout and return the exit code ``fail_on`` implies."""
     kept = without_rules(findings, ignore)
     if format == "json":
-        click.echo(dumps(to_json(kept, subject=subject)))
+        click.echo(dumps(json_document(kept, subject=subject)))
     elif format == "sarif":
-        click.echo(dumps(to_sarif(kept)))
+        click.echo(dumps(sarif_document(kept)))
     else:
         render_text(kept, Console(highlight=False), subject=subject)
     threshold = None if fail_on == "never" else Severity.parse(fail_on)

@@ -23,7 +23,7 @@ from ttft.core.target import Target
 from ttft.lint.prompts.prefix_cache import CACHE_MODEL_HELP, CACHE_MODELS
 from ttft.lint.prompts.tokens import PromptTokens
 from ttft.prompts.chat_template import ChatTemplate
-from ttft.report.findings import dumps, exit_code, render_text, to_json, to_sarif
+from ttft.report.findings import dumps, exit_code, json_document, render_text, sarif_document
 from ttft.workload.request_log import ChatRequest
 from ttft.workload.tokenizer import Tokenizer
 
@@ -217,11 +217,11 @@ def prompts(
     subject = f"prompts {log or messages} (template: {analysis.template.origin})"
     data: dict[str, Any] = report(analysis)
     if fmt == "json":
-        document = to_json(found, subject=subject)
+        document = json_document(found, subject=subject)
         document["prefix_cache"] = data
         click.echo(dumps(document))
     elif fmt == "sarif":
-        document = to_sarif(found)
+        document = sarif_document(found)
         document["runs"][0]["properties"] = {"prefix_cache": data}
         click.echo(dumps(document))
     else:

@@ -11,7 +11,6 @@ from types import TracebackType
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -21,9 +20,10 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
-from rich.table import Table
 
-from ttft.weights import MANIFEST_NAME, VerifyOptions, VerifyReport, verify, write_manifest
+from ttft.report.findings import dumps, sarif_document
+from ttft.report.weights import print_report, size_text, stdout_console
+from ttft.weights import MANIFEST_NAME, VerifyOptions, verify, write_manifest
 from ttft.weights.manifest import list_files
 
 # Files below this get no bar of their own: they finish before a bar would be readable.
@@ -85,79 +85,6 @@ def _hash_bytes(path: Path, manifest: Path | None) -> int:
     return sum(p.stat().st_size for p in list_files(path, exclude=skip))
 
 
-def _size(n: int | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{value:.1f} TB"  # pragma: no cover - the loop returns at GB
-
-
-_SHORT_FORMATS = {"safetensors-index": "index"}
-
-
-def _stdout_console(report: VerifyReport) -> Console:
-    """A terminal keeps its width; a pipe or CI log gets one wide enough for whole file names."""
-    console = Console()
-    if console.is_terminal:
-        return console
-    longest = max((len(f.path) for f in report.files), default=0)
-    return Console(width=max(100, longest + 60))
-
-
-def _print_report(console: Console, report: VerifyReport) -> None:
-    console.print(
-        f"[bold]ttft weights verify[/] {escape(report.root)}", soft_wrap=True, highlight=False
-    )
-    table = Table()
-    table.add_column("file", overflow="fold")
-    table.add_column("format", no_wrap=True)
-    table.add_column("size", justify="right", no_wrap=True)
-    table.add_column("tensors", justify="right", no_wrap=True)
-    table.add_column("sha256", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    hash_style = {"ok": "green", "mismatch": "red", "missing": "red", "unlisted": "yellow"}
-    for f in report.files:
-        errors = sum(p.severity == "error" for p in f.problems)
-        warnings = len(f.problems) - errors
-        if errors:
-            status = f"[red]{errors} error{'s' if errors > 1 else ''}[/]"
-        elif warnings:
-            status = f"[yellow]{warnings} warning{'s' if warnings > 1 else ''}[/]"
-        else:
-            status = "[green]ok[/]"
-        sha = f.sha256 if f.sha256 != "unchecked" else "-"
-        style = hash_style.get(f.sha256)
-        table.add_row(
-            escape(f.path),
-            _SHORT_FORMATS.get(f.format, f.format),
-            _size(f.size_bytes),
-            "-" if f.tensors is None else str(f.tensors),
-            f"[{style}]{sha}[/]" if style else sha,
-            status,
-        )
-    console.print(table)
-    for p in report.problems:
-        mark = "[red]error[/]" if p.severity == "error" else "[yellow]warning[/]"
-        line = f"{mark} {escape(p.file)}: {escape(p.describe())} [dim]\\[{p.code}][/]"
-        console.print(line, soft_wrap=True, highlight=False)
-    errors, total = len(report.errors), len(report.problems)
-    if errors:
-        console.print(
-            f"[red bold]FAILED[/]: {errors} error(s), {total - errors} warning(s) "
-            f"in {len(report.files)} file(s)",
-            highlight=False,
-        )
-    else:
-        tail = f" ({total} warning(s))" if total else ""
-        console.print(
-            f"[green bold]OK[/]: {len(report.files)} file(s) verified{tail}", highlight=False
-        )
-
-
 @click.group()
 def weights() -> None:
     """Verify weight files (safetensors, GGUF) and checksum manifests without loading them."""
@@ -171,7 +98,15 @@ def weights() -> None:
     default=None,
     help=f"Checksum manifest to check. Default: PATH/{MANIFEST_NAME} when it exists.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (= --format json).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "sarif"]),
+    default="text",
+    show_default=True,
+    help="text for people, json (schema ttft.weights.verify/1), sarif for code-scanning UIs.",
+)
 @click.option(
     "--no-hash", is_flag=True, help="Check structure and manifest entries, but hash nothing."
 )
@@ -182,6 +117,7 @@ def verify_cmd(
     path: Path,
     manifest: Path | None,
     as_json: bool,
+    fmt: str,
     no_hash: bool,
     workers: int | None,
 ) -> None:
@@ -201,10 +137,12 @@ def verify_cmd(
             report = verify(path, options, progress)
     else:
         report = verify(path, options)
-    if as_json:
+    if as_json or fmt == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
+    elif fmt == "sarif":
+        click.echo(dumps(sarif_document(report.problems)))
     else:
-        _print_report(_stdout_console(report), report)
+        print_report(stdout_console(report), report)
     if not report.ok:
         # SystemExit rather than ctx.exit: click's non-standalone main() returns ctx.exit codes
         # instead of raising them, and ttft's main() would then exit 0.
@@ -258,7 +196,8 @@ def manifest_cmd(
     total = sum((directory / e.name).stat().st_size for e in manifest.entries)
     elapsed = time.perf_counter() - started
     click.echo(
-        f"wrote {written}: {len(manifest.entries)} files, {_size(total)}, hashed in {elapsed:.1f} s"
+        f"wrote {written}: {len(manifest.entries)} files, {size_text(total)}, "
+        f"hashed in {elapsed:.1f} s"
     )
     target = written.name if written.parent.resolve() == directory.resolve() else written.resolve()
     click.echo(f"check it with: cd {directory} && sha256sum -c {target}", err=True)

@@ -150,8 +150,8 @@ def compare_json(
 ) -> Comparison:
     """Compare two summary JSON documents (as parsed); raises ``TtftError`` on a foreign schema."""
     return compare(
-        BenchSummary.from_json(a),
-        BenchSummary.from_json(b),
+        BenchSummary.from_dict(a),
+        BenchSummary.from_dict(b),
         metrics=metrics,
         a_label=a_label,
         b_label=b_label,

@@ -1,14 +1,16 @@
-"""The shape every lint check reports in: one ``Finding`` per problem, at a place in a file.
+"""The one Finding: what lint, doctor and weights report, and every renderer reads.
 
-All lint commands (nginx configurations, engine command lines, prompts and chat templates) share
-this model, so their output can be rendered the same way (terminal, JSON, SARIF) and gated the
-same way in CI (``--fail-on``).
+A finding is a diagnosis: a stable ``rule`` id (``area/what``, e.g. ``nginx/proxy-buffering``), a
+``severity``, the symptom (``title``), the cause with its numbers (``message``), the exact change
+that fixes it (``action``) and the gain in words, and, where they apply: a ``location`` in a file,
+``evidence`` (measured numbers and where they came from), a cost ``tier`` (the article's order,
+cheapest first), a ``confidence``, the doctor ``step`` that measured it, and what was ``expected``
+against what was ``found`` in which ``subject`` (a tensor, a flag, a directive).
 """
 
 from __future__ import annotations
 
 import enum
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -16,9 +18,8 @@ from typing import Any
 from ttft.core.errors import TtftError
 
 
-@functools.total_ordering
-class Severity(enum.Enum):
-    """How bad a finding is; ordered ``info < warning < error``."""
+class Severity(enum.StrEnum):
+    """How bad a finding is; ordered ``info < warning < error`` (not alphabetically)."""
 
     INFO = "info"
     WARNING = "warning"
@@ -33,6 +34,21 @@ class Severity(enum.Enum):
             return NotImplemented
         return self.rank < other.rank
 
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, Severity):
+            return NotImplemented
+        return self.rank <= other.rank
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, Severity):
+            return NotImplemented
+        return self.rank > other.rank
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, Severity):
+            return NotImplemented
+        return self.rank >= other.rank
+
     @classmethod
     def parse(cls, text: str) -> Severity:
         try:
@@ -44,6 +60,52 @@ class Severity(enum.Enum):
 
 
 _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
+
+
+class CostTier(enum.IntEnum):
+    """What a fix costs, cheapest first (the article's order of levers)."""
+
+    TRANSPORT = 1  # proxy and template settings: config only, no restart of the engine
+    SCHEDULING = 2  # engine scheduling flags: a restart
+    CACHE = 3  # prefix and KV cache: a restart, sometimes prompt changes
+    PRECISION = 4  # KV precision, kernels, graphs: a restart plus a quality check
+
+    @property
+    def label(self) -> str:
+        return {1: "transport/template", 2: "scheduling", 3: "cache", 4: "precision/kernels"}[
+            self.value
+        ]
+
+
+class Confidence(enum.IntEnum):
+    LOW = 1
+    MEDIUM = 2
+    HIGH = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One number behind a finding, with where it came from."""
+
+    name: str
+    value: float | str
+    unit: str = ""
+    source: str = ""  # "client", "server timings", "metrics", "lint", ...
+
+    def text(self) -> str:
+        if isinstance(self.value, float):
+            shown = f"{self.value:.0f}" if abs(self.value) >= 100 else f"{self.value:.3g}"
+        else:
+            shown = str(self.value)
+        unit = f" {self.unit}" if self.unit else ""
+        return f"{self.name}: {shown}{unit}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "unit": self.unit, "source": self.source}
 
 
 @dataclass(frozen=True)
@@ -92,24 +154,49 @@ class Location:
 
 @dataclass(frozen=True)
 class Finding:
-    """One diagnosis from a static check.
-
-    ``rule`` is a stable id (``area/what``, e.g. ``nginx/proxy-buffering``) that users can put in
-    ``--ignore`` and that SARIF lists as the rule. ``message`` says why it costs TTFT (with the
-    article's numbers where apt), ``fix`` the exact change, ``gain`` the expected gain in words.
-    """
+    """One diagnosis (see the module docstring). Positional order: rule, severity, title,
+    message, location, action, gain, related; everything else by keyword."""
 
     rule: str
     severity: Severity
-    title: str
-    message: str
-    location: Location
-    fix: str = ""
-    gain: str = ""
+    title: str  # the symptom, one line
+    message: str  # the cause, with the numbers behind it
+    location: Location | None = None
+    action: str = ""  # the exact change (flag, config line, prompt change); "" when none is known
+    gain: str = ""  # the expected gain, in words
     related: tuple[Location, ...] = field(default=())
+    evidence: tuple[Evidence, ...] = ()
+    tier: CostTier | None = None
+    confidence: Confidence | None = None
+    step: str = ""  # the doctor step that measured it
+    expected_gain_ms: float | None = None
+    subject: str | None = None  # what inside the location: a tensor, a flag, a directive
+    expected: str | None = None
+    found: str | None = None
+
+    @property
+    def code(self) -> str:
+        """The rule id without its area (``weights/shard-missing`` -> ``shard-missing``)."""
+        return self.rule.rsplit("/", 1)[-1]
+
+    @property
+    def file(self) -> str:
+        return self.location.file if self.location is not None else ""
+
+    def describe(self) -> str:
+        """The message with the expected and found values appended, for a one-line display."""
+        if self.expected is None and self.found is None:
+            return self.message
+        return f"{self.message} (expected {self.expected}, found {self.found})"
 
     def with_severity(self, severity: Severity) -> Finding:
         return replace(self, severity=severity)
+
+    def cost_key(self) -> tuple[int, float, int]:
+        """Cheapest fix first, then the largest expected gain, then the most certain."""
+        tier = self.tier.value if self.tier is not None else len(CostTier) + 1
+        confidence = self.confidence.value if self.confidence is not None else 0
+        return (tier, -(self.expected_gain_ms or 0.0), -confidence)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -117,18 +204,38 @@ class Finding:
             "severity": self.severity.value,
             "title": self.title,
             "message": self.message,
-            "location": self.location.to_dict(),
-            "fix": self.fix,
+            "action": self.action,
             "gain": self.gain,
         }
+        if self.location is not None:
+            out["location"] = self.location.to_dict()
         if self.related:
             out["related"] = [loc.to_dict() for loc in self.related]
+        if self.evidence:
+            out["evidence"] = [e.to_dict() for e in self.evidence]
+        if self.tier is not None:
+            out["cost_tier"] = self.tier.label
+        if self.confidence is not None:
+            out["confidence"] = self.confidence.label
+        for name in ("step", "expected_gain_ms", "subject", "expected", "found"):
+            value = getattr(self, name)
+            if value not in (None, ""):
+                out[name] = value
         return out
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Stable presentation order: by file and position, the worst first at the same place."""
-    return sorted(findings, key=lambda f: (f.location.sort_key(), -f.severity.rank, f.rule))
+    return sorted(findings, key=lambda f: (_place(f), -f.severity.rank, f.rule))
+
+
+def _place(f: Finding) -> tuple[str, int, int, int]:
+    return f.location.sort_key() if f.location is not None else ("", 0, 0, 0)
+
+
+def rank_by_cost(findings: Iterable[Finding]) -> list[Finding]:
+    """The article's order: cheapest fix first, then by expected gain and confidence."""
+    return sorted(findings, key=lambda f: f.cost_key())
 
 
 def worst(findings: Iterable[Finding]) -> Severity | None:

@@ -67,11 +67,11 @@ class RequestRecord:
     def ok(self) -> bool:
         return self.error is None and self.first_content_ns is not None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RequestRecord:
+    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
         payload = dict(data)
         err = payload.pop("error", None)
         record = cls(**payload)

@@ -148,11 +148,11 @@ class SloVerdict:
     n: int
     passed: bool
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SloVerdict:
+    def from_dict(cls, data: dict[str, Any]) -> SloVerdict:
         return cls(**data)
 
 

@@ -47,11 +47,11 @@ class Interval:
     def overlaps(self, other: Interval) -> bool:
         return self.low <= other.high and other.low <= self.high
 
-    def to_json(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, float]:
         return {"low": self.low, "high": self.high, "level": self.level}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Interval:
+    def from_dict(cls, data: dict[str, Any]) -> Interval:
         return cls(float(data["low"]), float(data["high"]), float(data["level"]))
 
 
@@ -139,11 +139,11 @@ class Stats:
         """A reported percentile by number (50, 90, 95, 99), or ``None`` if not kept."""
         return {50.0: self.p50, 90.0: self.p90, 95.0: self.p95, 99.0: self.p99}.get(float(q))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Stats:
+    def from_dict(cls, data: dict[str, Any]) -> Stats:
         return cls(
             n=int(data["n"]),
             mean=float(data["mean"]),
@@ -154,8 +154,8 @@ class Stats:
             p90=float(data["p90"]),
             p95=float(data["p95"]),
             p99=float(data["p99"]),
-            p50_ci=Interval.from_json(data["p50_ci"]),
-            p95_ci=Interval.from_json(data["p95_ci"]),
+            p50_ci=Interval.from_dict(data["p50_ci"]),
+            p95_ci=Interval.from_dict(data["p95_ci"]),
             outliers=int(data["outliers"]),
             outlier_fence=float(data["outlier_fence"]),
         )

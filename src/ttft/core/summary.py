@@ -44,14 +44,14 @@ class MetricStats:
     unit: str
     stats: Stats
 
-    def to_json(self) -> dict[str, Any]:
-        return {"unit": self.unit, **self.stats.to_json()}
+    def to_dict(self) -> dict[str, Any]:
+        return {"unit": self.unit, **self.stats.to_dict()}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> MetricStats:
+    def from_dict(cls, data: dict[str, Any]) -> MetricStats:
         payload = dict(data)
         unit = str(payload.pop("unit"))
-        return cls(unit, Stats.from_json(payload))
+        return cls(unit, Stats.from_dict(payload))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +92,7 @@ class CellSummary:
         # service, and one first request after a start would fail any percentile on its own.
         return all(verdict.passed for verdict in self.slos)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "cell": self.cell,
             "phase": self.phase,
@@ -101,17 +101,17 @@ class CellSummary:
             "errors": dict(self.errors),
             "warmup": self.warmup,
             "duration_ns": self.duration_ns,
-            "metrics": {name: value.to_json() for name, value in self.metrics.items()},
+            "metrics": {name: value.to_dict() for name, value in self.metrics.items()},
             "request_throughput": self.request_throughput,
             "output_token_throughput": self.output_token_throughput,
             "goodput": None if self.goodput is None else asdict(self.goodput),
-            "slos": [verdict.to_json() for verdict in self.slos],
+            "slos": [verdict.to_dict() for verdict in self.slos],
             "warnings": [asdict(notice) for notice in self.warnings],
-            "cold": None if self.cold is None else self.cold.to_json(),
+            "cold": None if self.cold is None else self.cold.to_dict(),
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> CellSummary:
+    def from_dict(cls, data: dict[str, Any]) -> CellSummary:
         goodput = data.get("goodput")
         cold = data.get("cold")
         return cls(
@@ -122,13 +122,13 @@ class CellSummary:
             errors={str(k): int(v) for k, v in data["errors"].items()},
             warmup=int(data["warmup"]),
             duration_ns=data["duration_ns"],
-            metrics={k: MetricStats.from_json(v) for k, v in data["metrics"].items()},
+            metrics={k: MetricStats.from_dict(v) for k, v in data["metrics"].items()},
             request_throughput=data["request_throughput"],
             output_token_throughput=data["output_token_throughput"],
             goodput=None if goodput is None else Goodput(**goodput),
-            slos=[SloVerdict.from_json(v) for v in data["slos"]],
+            slos=[SloVerdict.from_dict(v) for v in data["slos"]],
             warnings=[Notice(**v) for v in data["warnings"]],
-            cold=None if cold is None else cls.from_json(cold),
+            cold=None if cold is None else cls.from_dict(cold),
         )
 
 
@@ -153,16 +153,16 @@ class BenchSummary:
                     return candidate
         return None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema": self.schema,
             "slos": list(self.slos),
             "meta": dict(self.meta),
-            "cells": [cell.to_json() for cell in self.cells],
+            "cells": [cell.to_dict() for cell in self.cells],
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> BenchSummary:
+    def from_dict(cls, data: Mapping[str, Any]) -> BenchSummary:
         schema = data.get("schema") if isinstance(data, Mapping) else None
         if schema != SCHEMA:
             raise TtftError(
@@ -172,7 +172,7 @@ class BenchSummary:
                 "with this version of ttft",
             )
         return cls(
-            cells=[CellSummary.from_json(cell) for cell in data["cells"]],
+            cells=[CellSummary.from_dict(cell) for cell in data["cells"]],
             slos=[str(text) for text in data.get("slos", [])],
             meta=dict(data.get("meta", {})),
             schema=SCHEMA,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from ttft.core.findings import Finding, Severity
-from ttft.doctor.findings import Confidence, CostTier, DoctorFinding, Evidence
+from ttft.core.findings import Confidence, CostTier, Evidence, Finding, Severity
 
 _CACHE_WORDS = ("prefix", "cache", "radix", "kv")
 _PRECISION_WORDS = (
@@ -39,29 +39,30 @@ def _tier(rule: str) -> CostTier:
     return CostTier.SCHEDULING
 
 
-def to_doctor(findings: Sequence[Finding], source: str) -> list[DoctorFinding]:
+def to_doctor(findings: Sequence[Finding], source: str) -> list[Finding]:
+    """The same findings with what doctor ranks by: a cost tier, a confidence, where they came
+    from (the static check's place as evidence, and in the title)."""
     out = []
     for f in findings:
         if f.severity < Severity.WARNING:
             continue
+        where = f.location.display() if f.location is not None else source
         out.append(
-            DoctorFinding(
-                rule=f.rule,
-                symptom=f"{f.title} ({f.location.display()})",
-                cause=f.message,
-                action=f.fix or "see `ttft lint` for details",
+            replace(
+                f,
+                title=f"{f.title} ({where})",
+                action=f.action or "see `ttft lint` for details",
                 tier=_tier(f.rule),
                 confidence=Confidence.HIGH if f.severity == Severity.ERROR else Confidence.MEDIUM,
                 step=f"lint {source}",
-                evidence=(Evidence("static check", f.location.display(), "", "lint"),),
-                expected_gain=f.gain,
+                evidence=(Evidence("static check", where, "", "lint"),),
             )
         )
     return out
 
 
-def lint_findings(nginx_conf: Path | None, engine_cmd: str | None) -> list[DoctorFinding]:
-    found: list[DoctorFinding] = []
+def lint_findings(nginx_conf: Path | None, engine_cmd: str | None) -> list[Finding]:
+    found: list[Finding] = []
     if nginx_conf is not None:
         from ttft.lint.nginx.config import load
         from ttft.lint.nginx.rules import lint_config

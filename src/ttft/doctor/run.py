@@ -9,9 +9,10 @@ from typing import Any
 
 from ttft import __version__
 from ttft.core.errors import TtftError
+from ttft.core.findings import Finding, rank_by_cost
 from ttft.doctor import step_cache, step_latency, step_server, step_transport
 from ttft.doctor.context import DoctorContext
-from ttft.doctor.findings import DoctorFinding, StepResult, rank
+from ttft.doctor.findings import StepResult, StepStatus, doctor_dict
 
 Step = Callable[[DoctorContext], StepResult]
 
@@ -32,17 +33,17 @@ STEP_MIN_SECONDS = 10.0  # a step needs at least this much budget left to start
 class DoctorReport:
     target: str
     steps: list[StepResult]
-    findings: list[DoctorFinding]
-    lint_findings: list[DoctorFinding] = field(default_factory=list)
+    findings: list[Finding]
+    lint_findings: list[Finding] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed_steps(self) -> list[StepResult]:
-        return [s for s in self.steps if s.status == "failed"]
+        return [s for s in self.steps if s.status == StepStatus.FAILED]
 
     @property
     def unfinished_steps(self) -> list[StepResult]:
-        return [s for s in self.steps if s.status == "out_of_budget"]
+        return [s for s in self.steps if s.status == StepStatus.OUT_OF_BUDGET]
 
     @property
     def healthy(self) -> bool:
@@ -50,7 +51,7 @@ class DoctorReport:
         budget cut, is no clean bill of health."""
         return not self.findings and not self.failed_steps and not self.unfinished_steps
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema": "ttft.doctor/1",
             "ttft_version": __version__,
@@ -58,8 +59,8 @@ class DoctorReport:
             "healthy": self.healthy,
             "failed_steps": [s.name for s in self.failed_steps],
             "unfinished_steps": [s.name for s in self.unfinished_steps],
-            "findings": [f.to_json() for f in self.findings],
-            "steps": [s.to_json() for s in self.steps],
+            "findings": [doctor_dict(f) for f in self.findings],
+            "steps": [s.to_dict() for s in self.steps],
             "meta": self.meta,
         }
 
@@ -69,7 +70,7 @@ def run_doctor(
     *,
     steps: list[tuple[str, Step]] | None = None,
     on_step: Callable[[str, StepResult | None], None] | None = None,
-    extra_findings: list[DoctorFinding] | None = None,
+    extra_findings: list[Finding] | None = None,
 ) -> DoctorReport:
     """Run each step while budget remains; a step that fails is reported, never fatal."""
     results: list[StepResult] = []
@@ -77,17 +78,17 @@ def run_doctor(
         if on_step is not None:
             on_step(name, None)
         if ctx.seconds_left() < STEP_MIN_SECONDS:
-            result = StepResult(name, name, status="out_of_budget")
+            result = StepResult(name, name, status=StepStatus.OUT_OF_BUDGET)
             result.notes.append("the time budget ran out before this step (raise --budget)")
         else:
             started = time.monotonic()
             try:
                 result = step(ctx)
             except TtftError as exc:
-                result = StepResult(name, name, status="failed")
+                result = StepResult(name, name, status=StepStatus.FAILED)
                 result.notes.append(str(exc))
             except Exception as exc:  # one broken step must not lose the others
-                result = StepResult(name, name, status="failed")
+                result = StepResult(name, name, status=StepStatus.FAILED)
                 result.notes.append(
                     f"internal error in this step ({type(exc).__name__}: {exc}); the other "
                     "steps' results stand - please report this"
@@ -100,7 +101,7 @@ def run_doctor(
     return DoctorReport(
         target=ctx.target.root,
         steps=results,
-        findings=rank(found),
+        findings=rank_by_cost(found),
         lint_findings=list(extra_findings or []),
         meta={"engine": ctx.engine_kind, "model": ctx.target.model, "levels": list(ctx.levels)},
     )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ttft.core.findings import Confidence, CostTier, Evidence
 from ttft.core.metrics import get_metric
 from ttft.core.records import RequestRecord
 from ttft.core.slo import Slo, SloVerdict, evaluate
 from ttft.core.units import display_unit, to_display
-from ttft.doctor.findings import Confidence, CostTier, Evidence, StepResult
+from ttft.doctor.findings import StepResult
 
 
 def _verdict(slo: Slo, records: Sequence[RequestRecord]) -> SloVerdict | None:
@@ -54,9 +55,9 @@ def check_slos(
             cap = holding[-1]
             step.add_finding(
                 rule="capacity/slo-limit",
-                symptom=f"the SLO {slo.text} holds up to concurrency {cap} and fails at "
+                title=f"the SLO {slo.text} holds up to concurrency {cap} and fails at "
                 f"{failing[0]} ({shown(verdicts[failing[0]])})",
-                cause="beyond that load, requests wait or share prefill compute, and the "
+                message="beyond that load, requests wait or share prefill compute, and the "
                 "tail grows past the SLO",
                 action=f"admit at most {cap} concurrent requests per replica (e.g. "
                 f"`ttft gateway --max-in-flight {cap}`) and add replicas for more load; "
@@ -67,9 +68,9 @@ def check_slos(
         else:
             step.add_finding(
                 rule="capacity/slo-unmet-unloaded",
-                symptom=f"the SLO {slo.text} fails even at concurrency {failing[0]} "
+                title=f"the SLO {slo.text} fails even at concurrency {failing[0]} "
                 f"({shown(verdicts[failing[0]])})",
-                cause="the prompts' prefill alone takes longer than the SLO allows on this "
+                message="the prompts' prefill alone takes longer than the SLO allows on this "
                 "deployment",
                 action="shorten or cache the prompts' prefixes (see the prefix-cache step), "
                 "or faster hardware / kernels; admission control cannot fix this",

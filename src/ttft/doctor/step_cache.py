@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ttft.core.findings import Confidence, CostTier, Evidence
 from ttft.core.records import RequestRecord
 from ttft.doctor.context import DoctorContext, median, server_ms, ttft_ms, ttfts_ms
-from ttft.doctor.findings import Confidence, CostTier, Evidence, StepResult
+from ttft.doctor.findings import StepResult, StepStatus
 from ttft.prompts.dynamic_content import DynamicSpan, find_dynamic
 from ttft.workload.requests import WorkItem
 
@@ -38,7 +39,7 @@ def prefix_cache(ctx: DoctorContext) -> StepResult:
     first, second = (ctx.sample([same]).records[0], ctx.sample([same]).records[0])
     t1, t2, hit = ttft_ms(first), ttft_ms(second), _cached(second)
     if t1 is None or t2 is None:
-        step.status = "failed"
+        step.status = StepStatus.FAILED
         step.notes.append("the repeated request failed")
         return step
     step.evidence += [
@@ -77,13 +78,13 @@ def _cache_off(
     action = ctx.advice.prefix_cache_off
     step.add_finding(
         rule="cache/prefix-cache-off",
-        symptom=f"an identical request is not faster the second time ({t1:.0f} -> {t2:.0f} ms)",
-        cause="prefix caching is off or evicted before reuse",
+        title=f"an identical request is not faster the second time ({t1:.0f} -> {t2:.0f} ms)",
+        message="prefix caching is off or evicted before reuse",
         action=action,
         tier=CostTier.CACHE,
         confidence=Confidence.HIGH if hit is not None and hit < 32 else Confidence.MEDIUM,
         expected_gain_ms=max(0.0, t1 - 0.1 * t1),
-        expected_gain="most of the prefill time of repeated prefixes",
+        gain="most of the prefill time of repeated prefixes",
     )
 
 
@@ -152,9 +153,9 @@ def _replay(ctx: DoctorContext, step: StepResult, cache_works: bool) -> None:
     )
     step.add_finding(
         rule="cache/dynamic-prefix",
-        symptom=f"requests that share a {could:.0f}-token prompt prefix reuse only "
+        title=f"requests that share a {could:.0f}-token prompt prefix reuse only "
         f"{got:.0f} tokens from the cache",
-        cause=f"{first.label} ({first.text!r}) near the start of the prompt changes on every "
+        message=f"{first.label} ({first.text!r}) near the start of the prompt changes on every "
         "request, so no request's prefix matches an earlier one",
         action="move the dynamic content to the end of the last user message (or inject it "
         "by a tool call); keep the system prompt byte-identical across requests "
@@ -162,7 +163,7 @@ def _replay(ctx: DoctorContext, step: StepResult, cache_works: bool) -> None:
         tier=CostTier.TRANSPORT,  # a prompt/template change: the cheapest tier
         confidence=Confidence.HIGH if cache_works else Confidence.MEDIUM,
         expected_gain_ms=gain,
-        expected_gain=(
+        gain=(
             f"about {gain:.0f} ms of prefill per request"
             if gain
             else f"{could - got:.0f} prompt tokens of prefill per request"
@@ -181,7 +182,7 @@ def control(ctx: DoctorContext) -> StepResult:
     structure or the template is at fault, not the engine."""
     step = StepResult("control", "Control prompt: minimal against your real prompts")
     if not ctx.real_items:
-        step.status = "skipped"
+        step.status = StepStatus.SKIPPED
         step.notes.append("no --requests-log / --prompt-file given: nothing to compare with")
         return step
     minimal = ctx.sample([ctx.chat("Hi.") for _ in range(3)]).records
@@ -189,7 +190,7 @@ def control(ctx: DoctorContext) -> StepResult:
     real = ctx.sample(real_items).records
     t_min, t_real = median(ttfts_ms(minimal)), median(ttfts_ms(real))
     if t_min is None or t_real is None:
-        step.status = "failed"
+        step.status = StepStatus.FAILED
         return step
     tokens = median([float(r.prompt_tokens) for r in real if r.prompt_tokens is not None])
     cached = median([v for v in (_cached(r) for r in real) if v is not None]) or 0.0
@@ -209,9 +210,9 @@ def control(ctx: DoctorContext) -> StepResult:
     if t_real > 1.5 * expected + 50:
         step.add_finding(
             rule="template/slow-real-prompts",
-            symptom=f"your prompts take {t_real:.0f} ms to first token, their length "
+            title=f"your prompts take {t_real:.0f} ms to first token, their length "
             f"explains {expected:.0f} ms",
-            cause="something in the prompts' structure or template costs time beyond "
+            message="something in the prompts' structure or template costs time beyond "
             "prefill (rendering, tokenization, tool schemas, a proxy rewriting bodies)",
             action="render and tokenize the template once per static part (`ttft gateway` "
             "pre-rendering); check `ttft lint prompts` on the request log",

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
+from ttft.core.findings import Confidence, CostTier, Evidence
 from ttft.doctor.context import DoctorContext, median, ttft_ms, ttfts_ms
-from ttft.doctor.findings import Confidence, CostTier, Evidence, StepResult
+from ttft.doctor.findings import StepResult, StepStatus
 from ttft.probe.sampler import sample_async
 from ttft.workload.requests import WorkItem
 
@@ -22,14 +23,14 @@ LONG_EXTRA_CHARS = 2000
 def cold_start(ctx: DoctorContext) -> StepResult:
     step = StepResult("cold_start", "Cold start: the first request after the engine started")
     if not ctx.managed or ctx.cold_record is None:
-        step.status = "skipped"
+        step.status = StepStatus.SKIPPED
         step.notes.append("doctor did not start the engine, so no request was the first one")
         return step
     cold = ttft_ms(ctx.cold_record)
     warm_items = [ctx.chat(ctx.text(COLD_PROMPT_TOKENS, f"doctor/warm/{i}")) for i in range(3)]
     warm = median(ttfts_ms(ctx.sample(warm_items).records))
     if cold is None or warm is None:
-        step.status = "failed"
+        step.status = StepStatus.FAILED
         return step
     step.evidence += [
         Evidence("first request after start", cold, "ms", "client"),
@@ -39,8 +40,8 @@ def cold_start(ctx: DoctorContext) -> StepResult:
     if cold > 2 * warm + 200:
         step.add_finding(
             rule="latency/cold-start",
-            symptom=f"the first request after a start takes {cold:.0f} ms, warm ones {warm:.0f} ms",
-            cause="weights paged in on first use (mmap) and one-time kernel set-up",
+            title=f"the first request after a start takes {cold:.0f} ms, warm ones {warm:.0f} ms",
+            message="weights paged in on first use (mmap) and one-time kernel set-up",
             action=ctx.advice.cold_start,
             tier=CostTier.SCHEDULING,
             confidence=Confidence.MEDIUM,
@@ -82,7 +83,7 @@ def head_of_line(ctx: DoctorContext) -> StepResult:
     step = StepResult("head_of_line", "Head-of-line blocking: short requests behind long ones")
     mixed = _lengths(ctx)
     if mixed is None and not ctx.shared.get("force_hol"):
-        step.status = "skipped"
+        step.status = StepStatus.SKIPPED
         step.notes.append("no mixed long/short prompts in --requests-log (or --hol not given)")
         return step
     long_base = mixed[0] if mixed is not None else ctx.chat(ctx.text(1024, "doctor/hol/long"))
@@ -105,7 +106,7 @@ def head_of_line(ctx: DoctorContext) -> StepResult:
             behind.append(value)
     worst = median(behind)
     if alone is None or worst is None:
-        step.status = "failed"
+        step.status = StepStatus.FAILED
         return step
     step.evidence += [
         Evidence("short request TTFT alone (p50)", alone, "ms", "client"),
@@ -116,9 +117,9 @@ def head_of_line(ctx: DoctorContext) -> StepResult:
         fix = ctx.advice.head_of_line
         step.add_finding(
             rule="scheduling/head-of-line",
-            symptom=f"short requests wait behind long prefills: {alone:.0f} ms alone, "
+            title=f"short requests wait behind long prefills: {alone:.0f} ms alone, "
             f"{worst:.0f} ms while a long prompt is being prefilled",
-            cause="a long prefill occupies the engine and short requests cannot start until "
+            message="a long prefill occupies the engine and short requests cannot start until "
             "it finishes (p50 fine, p99 bad)",
             action=f"{fix}; or separate long and short requests into lanes (`ttft gateway` "
             "short/long lanes)",

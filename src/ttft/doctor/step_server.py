@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from ttft.core.findings import Confidence, CostTier, Evidence
 from ttft.core.records import RequestRecord
 from ttft.doctor.context import DoctorContext, describe_levels, median, server_ms, ttfts_ms
-from ttft.doctor.findings import Confidence, CostTier, Evidence, StepResult
+from ttft.doctor.findings import StepResult, StepStatus
 from ttft.doctor.slo_check import check_slos
 from ttft.engines.registry import adapter_for
 
@@ -16,7 +17,7 @@ def timeline(ctx: DoctorContext) -> StepResult:
     step = StepResult("timeline", "Server timeline: queue, prefill, first decode, the rest")
     records = [r for r in ctx.shared.get("transport_records", []) if r.ok]
     if not records:
-        step.status = "skipped"
+        step.status = StepStatus.SKIPPED
         step.notes.append("no successful request from the transport step to take apart")
         return step
     client = median(ttfts_ms(records))
@@ -93,7 +94,7 @@ def capacity(ctx: DoctorContext) -> StepResult:
         kv = result.peaks.get("kv_cache_usage")
         kv_peak = kv if kv is not None and (kv_peak is None or kv > kv_peak) else kv_peak
     if not p50s:
-        step.status = "failed"
+        step.status = StepStatus.FAILED
         return step
     step.evidence.append(Evidence("TTFT p50 by concurrency", describe_levels(p50s), "", "client"))
     step.evidence.append(Evidence("TTFT p99 by concurrency", describe_levels(p99s), "", "client"))
@@ -123,8 +124,8 @@ def capacity(ctx: DoctorContext) -> StepResult:
     if preemptions > 0:
         step.add_finding(
             rule="capacity/preemption",
-            symptom=f"{preemptions:.0f} preemptions while under load",
-            cause="the KV cache runs out, so running requests are evicted and recomputed",
+            title=f"{preemptions:.0f} preemptions while under load",
+            message="the KV cache runs out, so running requests are evicted and recomputed",
             action="lower --max-num-seqs (vLLM) / --max-running-requests (SGLang), or give "
             "the KV cache more room (memory utilization 0.85-0.90, FP8 KV with a quality "
             "check)",
@@ -159,15 +160,15 @@ def _queueing_finding(
         slot_text = f" with {slots} slot(s)" if slots is not None else ""
         step.add_finding(
             rule="capacity/queueing",
-            symptom=f"at concurrency {level} requests wait {wait:.0f} ms for a free slot "
+            title=f"at concurrency {level} requests wait {wait:.0f} ms for a free slot "
             f"({100 * share:.0f}% of TTFT p50 {p50s[level]:.0f} ms)",
-            cause=f"more concurrent requests than the engine runs at once{slot_text}; the "
+            message=f"more concurrent requests than the engine runs at once{slot_text}; the "
             "rest queue behind them (TTFT rises as a staircase)",
             action=engine_fix,
             tier=CostTier.SCHEDULING,
             confidence=Confidence.HIGH if waited else Confidence.MEDIUM,
             expected_gain_ms=wait,
-            expected_gain=f"up to {wait:.0f} ms of TTFT p50 at concurrency {level}, paid "
+            gain=f"up to {wait:.0f} ms of TTFT p50 at concurrency {level}, paid "
             "for with slower batched prefill",
         )
         return

@@ -11,9 +11,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from ttft.core.findings import Confidence, CostTier, Evidence
 from ttft.core.records import RequestRecord
 from ttft.doctor.context import DoctorContext, median, server_ms, ttft_ms, ttfts_ms
-from ttft.doctor.findings import Confidence, CostTier, Evidence, StepResult
+from ttft.doctor.findings import StepResult, StepStatus
 from ttft.probe.sampler import Sample
 
 STREAM_TOKENS = 32
@@ -85,7 +86,7 @@ def run(ctx: DoctorContext) -> StepResult:
         first = failed[0].error.message[:160] if failed[0].error else ""
         step.notes.append(f"{len(failed)} of 6 probe requests failed ({', '.join(kinds)}: {first})")
     if not plain_shapes and not gz_shapes:
-        step.status = "failed"
+        step.status = StepStatus.FAILED
         step.summary = "no probe request succeeded; nothing to compare"
         return step
     for label, shapes in (("identity", plain_shapes), ("gzip", gz_shapes)):
@@ -113,16 +114,16 @@ def run(ctx: DoctorContext) -> StepResult:
     elif worst_gap is not None and worst_gap > GAP_MS:
         step.add_finding(
             rule="transport/slow-first-byte",
-            symptom=f"the first token reaches the client {worst_gap:.0f} ms after the server "
+            title=f"the first token reaches the client {worst_gap:.0f} ms after the server "
             "finished prefill",
-            cause="time spent between server and client (proxy, network, TLS or a queue in "
+            message="time spent between server and client (proxy, network, TLS or a queue in "
             "front of the engine)",
             action="measure the same request directly against the engine (--direct-url) and "
             "remove the hop that adds the delay",
             tier=CostTier.TRANSPORT,
             confidence=Confidence.MEDIUM,
             expected_gain_ms=worst_gap,
-            expected_gain=f"up to {worst_gap:.0f} ms of TTFT",
+            gain=f"up to {worst_gap:.0f} ms of TTFT",
         )
     if any(f.rule in ("transport/gzip-stream", "transport/buffered-stream") for f in step.findings):
         step.summary = "the stream arrives bunched: held back in transit"
@@ -205,15 +206,15 @@ def _buffering_finding(
         rule = "transport/buffered-stream"
     step.add_finding(
         rule=rule,
-        symptom="all chunks of a streamed answer reach the client at once, at the end"
+        title="all chunks of a streamed answer reach the client at once, at the end"
         + (f"; first token {gap:.0f} ms after the server's prefill" if gap is not None else ""),
-        cause=cause,
+        message=cause,
         action=action,
         tier=CostTier.TRANSPORT,
         confidence=Confidence.HIGH,
         evidence=tuple(step.evidence + extra),
         expected_gain_ms=gap,
-        expected_gain=(
+        gain=(
             f"about {gap:.0f} ms of TTFT for a {STREAM_TOKENS}-token answer, more for longer ones"
         )
         if gap is not None

@@ -53,7 +53,7 @@ class JsonlSink:
             os.fsync(self._file.fileno())
 
     def write_record(self, record: RequestRecord) -> None:
-        self.write({"type": "request", "record": record.to_json()})
+        self.write({"type": "request", "record": record.to_dict()})
 
     def close(self) -> None:
         if self._file is not None:
@@ -106,7 +106,7 @@ def read_results(path: Path) -> LoadedRun:
             if kind == "run":
                 header = obj
             elif kind == "request":
-                records.append(RequestRecord.from_json(obj["record"]))
+                records.append(RequestRecord.from_dict(obj["record"]))
             elif kind == "metrics":
                 metrics.append(obj)
             elif kind == "end":

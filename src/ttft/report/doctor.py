@@ -7,33 +7,45 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ttft.doctor.findings import DoctorFinding
+from ttft.core.findings import Finding
 from ttft.doctor.run import DoctorReport
 
 _STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "out_of_budget": "red"}
 
 
-def gain_text(finding: DoctorFinding) -> str:
+def gain_text(finding: Finding) -> str:
     """The expected gain in words, or from the number when no words were given."""
-    if finding.expected_gain:
-        return finding.expected_gain
+    if finding.gain:
+        return finding.gain
     if finding.expected_gain_ms is not None:
         return f"about {finding.expected_gain_ms:.0f} ms of TTFT"
     return ""
 
 
-def _finding_text(number: int, finding: DoctorFinding) -> Text:
+def _tier_label(finding: Finding) -> str:
+    return finding.tier.label if finding.tier is not None else "unknown"
+
+
+def _confidence_label(finding: Finding) -> str:
+    return finding.confidence.label if finding.confidence is not None else "unknown"
+
+
+def _tier_text(finding: Finding) -> str:
+    return f"{_tier_label(finding)}, confidence {_confidence_label(finding)}"
+
+
+def _finding_text(number: int, finding: Finding) -> Text:
     text = Text()
-    text.append(f"{number}. {finding.symptom}\n", style="bold")
+    text.append(f"{number}. {finding.title}\n", style="bold")
     text.append("   cause:  ", style="dim")
-    text.append(f"{finding.cause}\n")
+    text.append(f"{finding.message}\n")
     text.append("   action: ", style="dim")
     text.append(f"{finding.action}\n", style="cyan")
     if gain_text(finding):
         text.append("   gain:   ", style="dim")
         text.append(f"{gain_text(finding)}\n")
     text.append("   tier:   ", style="dim")
-    text.append(f"{finding.tier.label}, confidence {finding.confidence.label}  [{finding.rule}]\n")
+    text.append(f"{_tier_text(finding)}  [{finding.rule}]\n")
     for evidence in finding.evidence[:14]:
         text.append(f"     - {evidence.text()}\n", style="dim")
     return text
@@ -107,12 +119,12 @@ def doctor_markdown(report: DoctorReport) -> str:
         lines += [f"**Incomplete**: steps that could not measure: {names}.", ""]
     for number, f in enumerate(report.findings, start=1):
         lines += [
-            f"## {number}. {f.symptom}",
+            f"## {number}. {f.title}",
             "",
-            f"- **cause**: {f.cause}",
+            f"- **cause**: {f.message}",
             f"- **action**: {f.action}",
             f"- **expected gain**: {gain_text(f) or 'n/a'}",
-            f"- **cost tier**: {f.tier.label}; **confidence**: {f.confidence.label}; "
+            f"- **cost tier**: {_tier_label(f)}; **confidence**: {_confidence_label(f)}; "
             f"rule `{f.rule}`",
             "- **evidence**:",
             *[

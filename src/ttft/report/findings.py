@@ -52,7 +52,7 @@ def render_text(findings: Sequence[Finding], console: Console, *, subject: str =
     ordered = sort_findings(findings)
     if subject:
         console.print(f"[bold]ttft lint[/bold] {escape(subject)}")
-    for file, group in groupby(ordered, key=lambda f: f.location.file):
+    for file, group in groupby(ordered, key=lambda f: f.file or "-"):
         table = Table(
             title=escape(file), title_justify="left", show_header=True, expand=False, box=None
         )
@@ -71,7 +71,9 @@ def render_text(findings: Sequence[Finding], console: Console, *, subject: str =
     console.print(f"[{worst_style}]{escape(summary_line(ordered))}[/]")
 
 
-def _where(location: Location) -> str:
+def _where(location: Location | None) -> str:
+    if location is None:
+        return "-"
     if location.line is not None:
         return f"{location.line}" + (f":{location.column}" if location.column else "")
     if location.offset is not None:
@@ -81,8 +83,8 @@ def _where(location: Location) -> str:
 
 def _finding_cell(f: Finding) -> str:
     lines = [f"[bold]{escape(f.title)}[/bold] [dim]({escape(f.rule)})[/dim]", escape(f.message)]
-    if f.fix:
-        lines.append(f"[green]fix:[/green] {escape(f.fix)}")
+    if f.action:
+        lines.append(f"[green]fix:[/green] {escape(f.action)}")
     if f.gain:
         lines.append(f"[green]gain:[/green] {escape(f.gain)}")
     for rel in f.related:
@@ -93,21 +95,37 @@ def _finding_cell(f: Finding) -> str:
 # --- JSON -----------------------------------------------------------------------------------
 
 
-def to_json(findings: Sequence[Finding], *, subject: str = "") -> dict[str, Any]:
+def json_document(findings: Sequence[Finding], *, subject: str = "") -> dict[str, Any]:
     ordered = sort_findings(findings)
     return {
         "schema": JSON_SCHEMA,
         "tool": {"name": "ttft", "version": __version__},
         "subject": subject,
         "summary": counts(ordered),
-        "findings": [f.to_dict() for f in ordered],
+        "findings": [lint_dict(f) for f in ordered],
     }
+
+
+def lint_dict(f: Finding) -> dict[str, Any]:
+    """A finding as ``ttft.lint/1`` has always written it (``fix`` is the finding's action)."""
+    out: dict[str, Any] = {
+        "rule": f.rule,
+        "severity": f.severity.value,
+        "title": f.title,
+        "message": f.message,
+        "location": f.location.to_dict() if f.location is not None else None,
+        "fix": f.action,
+        "gain": f.gain,
+    }
+    if f.related:
+        out["related"] = [loc.to_dict() for loc in f.related]
+    return out
 
 
 # --- SARIF 2.1.0 ----------------------------------------------------------------------------
 
 
-def to_sarif(findings: Sequence[Finding], *, base_dir: Path | None = None) -> dict[str, Any]:
+def sarif_document(findings: Sequence[Finding], *, base_dir: Path | None = None) -> dict[str, Any]:
     """A SARIF log with one run; rules are the distinct rule ids, in order of first use.
 
     File paths are written relative to ``base_dir`` (default: the current directory) when they lie
@@ -130,8 +148,8 @@ def to_sarif(findings: Sequence[Finding], *, base_dir: Path | None = None) -> di
                 }
             )
         text = f.message
-        if f.fix:
-            text += f"\nFix: {f.fix}"
+        if f.action:
+            text += f"\nFix: {f.action}"
         if f.gain:
             text += f"\nExpected gain: {f.gain}"
         result: dict[str, Any] = {
@@ -139,14 +157,14 @@ def to_sarif(findings: Sequence[Finding], *, base_dir: Path | None = None) -> di
             "ruleIndex": rule_index[f.rule],
             "level": _SARIF_LEVEL[f.severity],
             "message": {"text": text},
-            "locations": [_sarif_location(f.location, base)],
+            "locations": [_sarif_location(f.location, base)] if f.location is not None else [],
         }
         if f.related:
             result["relatedLocations"] = [
                 {"id": i, **_sarif_location(loc, base)} for i, loc in enumerate(f.related)
             ]
-        if f.fix:
-            result["properties"] = {"fix": f.fix}
+        if f.action:
+            result["properties"] = {"fix": f.action}
         results.append(result)
     return {
         "$schema": SARIF_SCHEMA,

@@ -99,7 +99,11 @@ def dynamic_finding(
         title=f"{group.label} in the cacheable prefix",
         message=message,
         location=_location(first, group.token_offset),
-        fix=_FIX_MOVE if group.movable else _FIX_TOOLS if group.source == "tools" else _FIX_KWARGS,
+        action=_FIX_MOVE
+        if group.movable
+        else _FIX_TOOLS
+        if group.source == "tools"
+        else _FIX_KWARGS,
         gain=f"~{group.destroyed_tokens:.0f} cached tokens per request"
         + _ms(group.destroyed_tokens, analysis.prefill_rate),
         related=related,
@@ -126,7 +130,7 @@ def clock_finding(analysis: PromptsAnalysis) -> Finding | None:
             "after it lose their prefix-cache hit whenever it changes."
         ),
         location=Location(file, line=line),
-        fix="pass the date as a template variable that changes rarely (Llama 3 templates read "
+        action="pass the date as a template variable that changes rarely (Llama 3 templates read "
         "date_string), or remove it from the template and put it in the last user message",
         gain=f"~{lost} cached tokens per request after each change",
     )
@@ -149,7 +153,7 @@ def instability_finding(
             f"{token} on: {item.detail}. Each such request misses up to {lost} cached tokens."
         ),
         location=_location(second.request, token),
-        fix=_FIX_BY_CAUSE[item.cause],
+        action=_FIX_BY_CAUSE[item.cause],
         gain=f"up to {lost} cached tokens per affected request" + _ms(lost, analysis.prefill_rate),
         related=(_location(first.request),) if first.request.line else (),
     )
@@ -171,7 +175,8 @@ def findings(analysis: PromptsAnalysis, tokens: PromptTokens) -> list[Finding]:
                 title="the chat template cannot render this request",
                 message=error.split("\n  fix: ")[0],
                 location=_location(request),
-                fix="make the request fit the template (roles, order, content) or fix the template",
+                action="make the request fit the template (roles, order, content) "
+                "or fix the template",
             )
         )
     return out

@@ -59,7 +59,7 @@ class RequestLog:
         return self.first("token", "reasoning")
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RequestLog:
+    def from_dict(cls, data: dict[str, Any]) -> RequestLog:
         events = [(str(k), int(t)) for k, t in data.pop("events")]
         return cls(**data, events=events)
 
@@ -334,7 +334,7 @@ class ServerProcess:
 
     def __enter__(self) -> ServerProcess:
         cmd = [sys.executable, "-m", "ttft.testing.scripted_server", "--port", "0",
-               "--model", self.model, "--script", json.dumps(self.script.to_json())]
+               "--model", self.model, "--script", json.dumps(self.script.to_dict())]
         self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline()
@@ -359,7 +359,7 @@ class ServerProcess:
         url = f"{self.base_url}/_ttft/logs" + ("?clear=1" if clear else "")
         with urllib.request.urlopen(url, timeout=30) as resp:
             data = json.loads(resp.read())
-        return Snapshot([RequestLog.from_json(x) for x in data["logs"]],
+        return Snapshot([RequestLog.from_dict(x) for x in data["logs"]],
                         data["connections_opened"], data["peak_open_connections"])
 
 

@@ -64,7 +64,7 @@ class Script:
             values["tokens"] = tuple(values["tokens"])
         return replace(self, **values)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def token_texts(self) -> list[str]:

@@ -7,7 +7,7 @@ wants a GGUF's chat template or vocabulary). Only the standard library is used.
 
 from ttft.weights.gguf import GgufFile, GgufFormatError, GgufTensor, GgufValueType, read_gguf
 from ttft.weights.manifest import MANIFEST_NAME, write_manifest
-from ttft.weights.problems import FileReport, Problem, VerifyReport
+from ttft.weights.problems import FileReport, VerifyReport, problem
 from ttft.weights.verify import VerifyOptions, verify
 
 __all__ = [
@@ -17,9 +17,9 @@ __all__ = [
     "GgufFormatError",
     "GgufTensor",
     "GgufValueType",
-    "Problem",
     "VerifyOptions",
     "VerifyReport",
+    "problem",
     "read_gguf",
     "verify",
     "write_manifest",

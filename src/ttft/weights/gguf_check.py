@@ -13,25 +13,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ttft.core.errors import TtftError
+from ttft.core.findings import Finding
 from ttft.weights.ggml_types import GGML_TYPES
 from ttft.weights.gguf import GgufFile, GgufFormatError, GgufTensor, read_gguf
-from ttft.weights.problems import Problem
+from ttft.weights.problems import problem
 
 
-def check_gguf(path: Path, label: str) -> tuple[GgufFile | None, list[Problem]]:
+def check_gguf(path: Path, label: str) -> tuple[GgufFile | None, list[Finding]]:
     """Validate ``path`` without reading tensor data; never raises for a broken file."""
     try:
         gguf = read_gguf(path)
     except GgufFormatError as exc:
-        return None, [Problem(label, exc.code, exc.problem, expected=exc.expected, found=exc.found)]
+        return None, [problem(label, exc.code, exc.problem, expected=exc.expected, found=exc.found)]
     except TtftError as exc:
-        return None, [Problem(label, "read-error", exc.problem)]
+        return None, [problem(label, "read-error", exc.problem)]
     problems = [
-        Problem(label, "duplicate-name", f"{name!r} is defined more than once", tensor=name)
+        problem(label, "duplicate-name", f"{name!r} is defined more than once", tensor=name)
         for name in gguf.duplicate_keys
     ]
     problems += [
-        Problem(
+        problem(
             label, "string-not-utf8", f"a string in {key!r} is not valid UTF-8", severity="warning"
         )
         for key in sorted(set(gguf.invalid_utf8))
@@ -40,14 +41,14 @@ def check_gguf(path: Path, label: str) -> tuple[GgufFile | None, list[Problem]]:
     return gguf, problems
 
 
-def _check_tensors(gguf: GgufFile, label: str) -> list[Problem]:
-    problems: list[Problem] = []
+def _check_tensors(gguf: GgufFile, label: str) -> list[Finding]:
+    problems: list[Finding] = []
     sized: list[tuple[GgufTensor, int]] = []
     for t in gguf.tensors:
         known = GGML_TYPES.get(t.ggml_type)
         if known is None:
             problems.append(
-                Problem(
+                problem(
                     label,
                     "ggml-type-unknown",
                     f"tensor {t.name} has ggml type {t.ggml_type}, which ttft does not know, "
@@ -62,7 +63,7 @@ def _check_tensors(gguf: GgufFile, label: str) -> list[Problem]:
         ne0 = t.shape[0] if t.shape else 1
         if ne0 % block:
             problems.append(
-                Problem(
+                problem(
                     label,
                     "shape-not-blocks",
                     f"tensor {t.name}: first dimension {ne0} is not a multiple of the "
@@ -74,7 +75,7 @@ def _check_tensors(gguf: GgufFile, label: str) -> list[Problem]:
             )
         if t.offset % gguf.alignment:
             problems.append(
-                Problem(
+                problem(
                     label,
                     "offset-misaligned",
                     f"tensor {t.name} starts at data offset {t.offset}, not a multiple of "
@@ -97,7 +98,7 @@ def _check_tensors(gguf: GgufFile, label: str) -> list[Problem]:
         end = t.offset + nbytes
         if previous is not None and t.offset < covered:
             problems.append(
-                Problem(
+                problem(
                     label,
                     "offsets-overlap",
                     f"tensor {t.name} [{t.offset}, {end}) overlaps tensor {previous.name}, "
@@ -111,7 +112,7 @@ def _check_tensors(gguf: GgufFile, label: str) -> list[Problem]:
         if end > data_size:
             if gap:
                 problems.append(
-                    Problem(
+                    problem(
                         label,
                         "tensor-beyond-end",
                         f"tensor {t.name} [{t.offset}, {end}) lies beyond the end of the "
@@ -131,7 +132,7 @@ def _check_tensors(gguf: GgufFile, label: str) -> list[Problem]:
         first = straddling[0]
         needed = gguf.data_offset + max(t.offset + (t.nbytes or 0) for t in straddling)
         problems.append(
-            Problem(
+            problem(
                 label,
                 "data-truncated",
                 f"tensor {first.name} ends past the end of the file ({len(straddling)} "
@@ -143,7 +144,7 @@ def _check_tensors(gguf: GgufFile, label: str) -> list[Problem]:
         )
     elif data_size < 0 and not sized:
         problems.append(
-            Problem(
+            problem(
                 label,
                 "data-truncated",
                 "the file ends before its data section starts",
@@ -153,7 +154,7 @@ def _check_tensors(gguf: GgufFile, label: str) -> list[Problem]:
         )
     elif data_size > _align(covered, gguf.alignment):
         problems.append(
-            Problem(
+            problem(
                 label,
                 "data-trailing-bytes",
                 f"{data_size - covered} bytes after the last tensor belong to no tensor",
@@ -172,10 +173,10 @@ def _align(n: int, alignment: int) -> int:
 _SPLIT_NAME = re.compile(r"^(.*)-(\d{5})-of-(\d{5})\.gguf$")
 
 
-def check_gguf_splits(files: dict[Path, GgufFile], label: Callable[[Path], str]) -> list[Problem]:
+def check_gguf_splits(files: dict[Path, GgufFile], label: Callable[[Path], str]) -> list[Finding]:
     """A model split by llama.cpp (``name-00001-of-00003.gguf``) needs every part beside it, and
     the parts together must hold the ``split.tensors.count`` tensors the first part announces."""
-    problems: list[Problem] = []
+    problems: list[Finding] = []
     groups: dict[tuple[Path, str, int], list[GgufFile]] = {}
     for path, gguf in files.items():
         match = _SPLIT_NAME.match(path.name)
@@ -188,7 +189,7 @@ def check_gguf_splits(files: dict[Path, GgufFile], label: Callable[[Path], str])
             part = folder / f"{prefix}-{number:05d}-of-{count:05d}.gguf"
             if not part.exists():
                 problems.append(
-                    Problem(
+                    problem(
                         label(part),
                         "split-missing",
                         f"part {number} of {count} of split GGUF {prefix} is not on disk",
@@ -202,7 +203,7 @@ def check_gguf_splits(files: dict[Path, GgufFile], label: Callable[[Path], str])
             total = sum(len(p.tensors) for p in parts)
             if total != declared:
                 problems.append(
-                    Problem(
+                    problem(
                         label(parts[0].path),
                         "split-tensor-count",
                         f"the {count} parts of {prefix} hold {total} tensors, not the "

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ttft.weights.problems import Problem
+from ttft.core.findings import Finding
+from ttft.weights.problems import problem
 from ttft.weights.safetensors import SafetensorsHeader
 
 INDEX_SUFFIX = ".safetensors.index.json"
@@ -41,13 +42,13 @@ class SafetensorsIndex:
         return sorted(set(self.weight_map.values()))
 
 
-def read_index(path: Path, label: str) -> tuple[SafetensorsIndex | None, list[Problem]]:
+def read_index(path: Path, label: str) -> tuple[SafetensorsIndex | None, list[Finding]]:
     """Parse an index file; a broken one yields problems and None, never an exception."""
     try:
         size = path.stat().st_size
         if size > MAX_INDEX_BYTES:
             return None, [
-                Problem(
+                problem(
                     label,
                     "index-too-large",
                     "index file is too large to be an index",
@@ -57,15 +58,15 @@ def read_index(path: Path, label: str) -> tuple[SafetensorsIndex | None, list[Pr
             ]
         raw = path.read_bytes()
     except OSError as exc:
-        return None, [Problem(label, "read-error", f"cannot read index: {exc.strerror or exc}")]
+        return None, [problem(label, "read-error", f"cannot read index: {exc.strerror or exc}")]
     try:
         parsed = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, [Problem(label, "index-not-json", f"index is not valid JSON: {exc}")]
+        return None, [problem(label, "index-not-json", f"index is not valid JSON: {exc}")]
     weight_map = parsed.get("weight_map") if isinstance(parsed, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         return None, [
-            Problem(
+            problem(
                 label,
                 "index-no-weight-map",
                 "index has no weight_map object mapping tensor names to shard files",
@@ -73,13 +74,13 @@ def read_index(path: Path, label: str) -> tuple[SafetensorsIndex | None, list[Pr
                 found=repr(parsed)[:80],
             )
         ]
-    problems: list[Problem] = []
+    problems: list[Finding] = []
     index = SafetensorsIndex(path=path)
     for tensor, shard in weight_map.items():
         pure = PurePosixPath(shard)
         if pure.is_absolute() or ".." in pure.parts or not shard.endswith(".safetensors"):
             problems.append(
-                Problem(
+                problem(
                     label,
                     "shard-path-invalid",
                     f"index maps tensor {tensor} to {shard!r}, not a .safetensors file "
@@ -95,18 +96,18 @@ def read_index(path: Path, label: str) -> tuple[SafetensorsIndex | None, list[Pr
     return index, problems
 
 
-def check_shard_names(index: SafetensorsIndex, label: str) -> list[Problem]:
+def check_shard_names(index: SafetensorsIndex, label: str) -> list[Finding]:
     """Names like ``model-00002-of-00003.safetensors`` state the shard count; they must agree."""
     shards = index.shards
     numbered = [(s, _SHARD_NUMBER.search(s)) for s in shards]
     matches = [(s, m) for s, m in numbered if m is not None]
     if not matches:
         return []
-    problems: list[Problem] = []
+    problems: list[Finding] = []
     totals = {int(m.group(2)) for _, m in matches}
     if len(totals) > 1:
         problems.append(
-            Problem(
+            problem(
                 label,
                 "shard-count-inconsistent",
                 "shard names disagree on the shard count",
@@ -118,7 +119,7 @@ def check_shard_names(index: SafetensorsIndex, label: str) -> list[Problem]:
     total = totals.pop()
     if total != len(shards):
         problems.append(
-            Problem(
+            problem(
                 label,
                 "shard-count-mismatch",
                 f"shard names say the checkpoint has {total} shards but the index lists "
@@ -131,7 +132,7 @@ def check_shard_names(index: SafetensorsIndex, label: str) -> list[Problem]:
     absent = sorted(set(range(1, total + 1)) - numbers)
     if absent:
         problems.append(
-            Problem(
+            problem(
                 label,
                 "shard-number-absent",
                 f"the index maps no tensor to shard number(s) {absent} of {total}",
@@ -147,14 +148,14 @@ def check_index_against_shards(
     label: str,
     shard_labels: Mapping[str, str],
     headers: Mapping[str, SafetensorsHeader | None],
-) -> list[Problem]:
+) -> list[Finding]:
     """Strict comparison of the weight map with the tensors each shard's header holds.
 
     ``shard_labels`` maps a shard name from the index to the label its problems carry; ``headers``
     has an entry for every shard that exists (None when its header could not be parsed, in which
     case its own problems already say why).
     """
-    problems: list[Problem] = []
+    problems: list[Finding] = []
     by_shard: dict[str, set[str]] = {}
     for tensor, shard in index.weight_map.items():
         by_shard.setdefault(shard, set()).add(tensor)
@@ -168,7 +169,7 @@ def check_index_against_shards(
         shard_label = shard_labels[shard]
         if shard not in headers:
             problems.append(
-                Problem(
+                problem(
                     shard_label,
                     "shard-missing",
                     f"shard {shard} is listed in {index.path.name} "
@@ -186,7 +187,7 @@ def check_index_against_shards(
             elsewhere = holder.get(tensor)
             where = f"; it is in {elsewhere}" if elsewhere else ""
             problems.append(
-                Problem(
+                problem(
                     shard_label,
                     "tensor-missing",
                     f"tensor {tensor} is mapped to {shard} by the index but the shard does "
@@ -200,7 +201,7 @@ def check_index_against_shards(
             listed = index.weight_map.get(tensor)
             why = f"maps it to {listed}" if listed else "does not list it"
             problems.append(
-                Problem(
+                problem(
                     shard_label,
                     "tensor-unexpected",
                     f"shard {shard} contains tensor {tensor} but the index {why}",
@@ -215,7 +216,7 @@ def check_index_against_shards(
 
 def _check_total_size(
     index: SafetensorsIndex, label: str, headers: Mapping[str, SafetensorsHeader | None]
-) -> list[Problem]:
+) -> list[Finding]:
     declared = index.metadata.get("total_size")
     if not isinstance(declared, int) or isinstance(declared, bool):
         return []
@@ -229,7 +230,7 @@ def _check_total_size(
         return []
     # Exporters differ on what total_size counts (shared storage, padding): a hint, not a failure.
     return [
-        Problem(
+        problem(
             label,
             "index-total-size",
             "metadata.total_size differs from the sum of tensor sizes in the shards",

@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from ttft.core.errors import TtftError
+from ttft.core.findings import Finding
 from ttft.weights.hashing import HashProgress, sha256_files
-from ttft.weights.problems import Problem
+from ttft.weights.problems import problem
 
 MANIFEST_NAME = "weights.sha256"
 WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack")
@@ -68,10 +69,10 @@ def _unescape(text: str) -> str:
     return re.sub(r"\\[\\nr]", lambda m: _UNESCAPES[m.group(0)], text)
 
 
-def parse_manifest(text: str, label: str) -> tuple[Manifest, list[Problem]]:
+def parse_manifest(text: str, label: str) -> tuple[Manifest, list[Finding]]:
     """Parse GNU (``HEX  name``, ``HEX *name``) and BSD (``SHA256 (name) = HEX``) lines."""
     manifest = Manifest()
-    problems: list[Problem] = []
+    problems: list[Finding] = []
     seen: set[str] = set()
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")
@@ -90,7 +91,7 @@ def parse_manifest(text: str, label: str) -> tuple[Manifest, list[Problem]]:
             escaped, name, digest = bsd.group(1), bsd.group(2), bsd.group(3)
         else:
             problems.append(
-                Problem(
+                problem(
                     label,
                     "manifest-line-invalid",
                     f"line {number} is not a sha256sum line",
@@ -104,7 +105,7 @@ def parse_manifest(text: str, label: str) -> tuple[Manifest, list[Problem]]:
         pure = PurePosixPath(name)
         if pure.is_absolute() or ".." in pure.parts:
             problems.append(
-                Problem(
+                problem(
                     label,
                     "manifest-path-invalid",
                     f"line {number} names {name!r}, which is outside the weights folder",
@@ -114,7 +115,7 @@ def parse_manifest(text: str, label: str) -> tuple[Manifest, list[Problem]]:
         name = str(pure)
         if name in seen:
             problems.append(
-                Problem(label, "manifest-duplicate", f"line {number} lists {name} a second time")
+                problem(label, "manifest-duplicate", f"line {number} lists {name} a second time")
             )
             continue
         seen.add(name)
@@ -122,12 +123,12 @@ def parse_manifest(text: str, label: str) -> tuple[Manifest, list[Problem]]:
     return manifest, problems
 
 
-def read_manifest(path: Path, label: str) -> tuple[Manifest | None, list[Problem]]:
+def read_manifest(path: Path, label: str) -> tuple[Manifest | None, list[Finding]]:
     try:
         size = path.stat().st_size
         if size > MAX_MANIFEST_BYTES:
             return None, [
-                Problem(
+                problem(
                     label,
                     "manifest-too-large",
                     "manifest is too large",
@@ -137,10 +138,10 @@ def read_manifest(path: Path, label: str) -> tuple[Manifest | None, list[Problem
             ]
         text = path.read_bytes().decode("utf-8")
     except OSError as exc:
-        return None, [Problem(label, "read-error", f"cannot read manifest: {exc.strerror or exc}")]
+        return None, [problem(label, "read-error", f"cannot read manifest: {exc.strerror or exc}")]
     except UnicodeDecodeError as exc:
         return None, [
-            Problem(label, "manifest-not-utf8", f"manifest is not UTF-8 text (byte {exc.start})")
+            problem(label, "manifest-not-utf8", f"manifest is not UTF-8 text (byte {exc.start})")
         ]
     return parse_manifest(text, label)
 

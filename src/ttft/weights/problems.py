@@ -1,6 +1,6 @@
 """What `ttft weights verify` reports: one problem per broken fact, grouped per file.
 
-A verifier never raises on a broken file: every defect becomes a :class:`Problem` that names the
+A verifier never raises on a broken file: every defect becomes a finding (``problem``) naming the
 file, the tensor (when there is one) and the expected versus found values, so one run lists every
 defect and a CI job can gate on the exit code.
 """
@@ -10,45 +10,51 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ttft.core.findings import Finding, Location, Severity
+
 SCHEMA = "ttft.weights.verify/1"
 
-Severity = Literal["error", "warning"]
+SeverityName = Literal["error", "warning"]
 HashStatus = Literal["ok", "mismatch", "missing", "unlisted", "unchecked"]
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One broken fact about one file.
+def problem(
+    file: str,
+    code: str,
+    message: str,
+    tensor: str | None = None,
+    expected: str | None = None,
+    found: str | None = None,
+    severity: SeverityName = "error",
+) -> Finding:
+    """One broken fact about one file, as a finding with rule ``weights/<code>``.
 
     ``code`` is a short stable name (``shard-missing``, ``offsets-overlap``, ...) that tests and CI
-    can match on; ``message`` is the sentence a person reads.
+    can match on; ``message`` is the sentence a person reads; ``tensor`` is the finding's subject.
     """
+    return Finding(
+        f"weights/{code}",
+        Severity(severity),
+        message,
+        message,
+        Location(file),
+        subject=tensor,
+        expected=expected,
+        found=found,
+    )
 
-    file: str
-    code: str
-    message: str
-    tensor: str | None = None
-    expected: str | None = None
-    found: str | None = None
-    severity: Severity = "error"
 
-    def describe(self) -> str:
-        """The message with the expected and found values appended, for a one-line display."""
-        parts = [self.message]
-        if self.expected is not None or self.found is not None:
-            parts.append(f"(expected {self.expected}, found {self.found})")
-        return " ".join(parts)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "code": self.code,
-            "severity": self.severity,
-            "tensor": self.tensor,
-            "expected": self.expected,
-            "found": self.found,
-            "message": self.message,
-        }
+def weights_dict(finding: Finding) -> dict[str, Any]:
+    """A problem as ``ttft.weights.verify/1`` has always written it."""
+    return {
+        "file": finding.file,
+        "code": finding.code,
+        "severity": finding.severity.value,
+        "tensor": finding.subject,
+        "expected": finding.expected,
+        "found": finding.found,
+        "message": finding.message,
+    }
 
 
 @dataclass(slots=True)
@@ -60,7 +66,7 @@ class FileReport:
     size_bytes: int | None = None
     tensors: int | None = None
     sha256: HashStatus = "unchecked"
-    problems: list[Problem] = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -74,7 +80,7 @@ class FileReport:
             "tensors": self.tensors,
             "sha256": self.sha256,
             "ok": self.ok,
-            "problems": [p.to_dict() for p in self.problems],
+            "problems": [weights_dict(p) for p in self.problems],
         }
 
 
@@ -87,11 +93,11 @@ class VerifyReport:
     files: list[FileReport] = field(default_factory=list)
 
     @property
-    def problems(self) -> list[Problem]:
+    def problems(self) -> list[Finding]:
         return [p for f in self.files for p in f.problems]
 
     @property
-    def errors(self) -> list[Problem]:
+    def errors(self) -> list[Finding]:
         return [p for p in self.problems if p.severity == "error"]
 
     @property
@@ -107,8 +113,8 @@ class VerifyReport:
         self.files.append(report)
         return report
 
-    def add(self, problem: Problem) -> None:
-        self.file(problem.file).problems.append(problem)
+    def add(self, found: Finding) -> None:
+        self.file(found.file).problems.append(found)
 
     def to_dict(self) -> dict[str, Any]:
         errors = self.errors

@@ -16,7 +16,8 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
-from ttft.weights.problems import Problem
+from ttft.core.findings import Finding
+from ttft.weights.problems import problem
 
 # Element widths in bits: safetensors has sub-byte types (F4, F6) packed along the last axis.
 DTYPE_BITS: dict[str, int] = {
@@ -90,21 +91,21 @@ def expected_nbytes(dtype: str, shape: tuple[int, ...]) -> int | None:
     return bits // 8 if bits % 8 == 0 else None
 
 
-def check_safetensors(path: Path, label: str) -> tuple[SafetensorsHeader | None, list[Problem]]:
+def check_safetensors(path: Path, label: str) -> tuple[SafetensorsHeader | None, list[Finding]]:
     """Validate ``path``; ``label`` is the name problems carry (usually relative to the root).
 
     Returns the header when its JSON could be parsed (even if the layout is broken, so an index can
     still be compared with the names it holds) and every problem found. Never raises for a broken
     file; reads at most ``8 + min(N, MAX_HEADER_BYTES)`` bytes.
     """
-    problems: list[Problem] = []
+    problems: list[Finding] = []
     try:
         file_size = path.stat().st_size
         with path.open("rb") as fh:
             prefix = fh.read(8)
             if len(prefix) < 8:
                 problems.append(
-                    Problem(
+                    problem(
                         label,
                         "file-too-short",
                         "file is too short to hold a safetensors header length",
@@ -116,7 +117,7 @@ def check_safetensors(path: Path, label: str) -> tuple[SafetensorsHeader | None,
             (header_size,) = struct.unpack("<Q", prefix)
             if header_size > file_size - 8:
                 problems.append(
-                    Problem(
+                    problem(
                         label,
                         "header-length-beyond-file",
                         f"header length field says {header_size} bytes but the file has only "
@@ -128,7 +129,7 @@ def check_safetensors(path: Path, label: str) -> tuple[SafetensorsHeader | None,
                 return None, problems
             if header_size > MAX_HEADER_BYTES:
                 problems.append(
-                    Problem(
+                    problem(
                         label,
                         "header-length-too-large",
                         f"header length {header_size} bytes exceeds the sane limit; refusing to "
@@ -140,7 +141,7 @@ def check_safetensors(path: Path, label: str) -> tuple[SafetensorsHeader | None,
                 return None, problems
             raw = fh.read(header_size)
     except OSError as exc:
-        problems.append(Problem(label, "read-error", f"cannot read file: {exc.strerror or exc}"))
+        problems.append(problem(label, "read-error", f"cannot read file: {exc.strerror or exc}"))
         return None, problems
 
     parsed = _parse_json(raw, label, problems)
@@ -152,12 +153,12 @@ def check_safetensors(path: Path, label: str) -> tuple[SafetensorsHeader | None,
     return header, problems
 
 
-def _parse_json(raw: bytes, label: str, problems: list[Problem]) -> dict[str, Any] | None:
+def _parse_json(raw: bytes, label: str, problems: list[Finding]) -> dict[str, Any] | None:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         problems.append(
-            Problem(
+            problem(
                 label,
                 "header-not-utf8",
                 f"header is not UTF-8 text (bad byte at header offset {exc.start}): "
@@ -179,7 +180,7 @@ def _parse_json(raw: bytes, label: str, problems: list[Problem]) -> dict[str, An
         parsed = json.loads(text, object_pairs_hook=no_duplicates)
     except json.JSONDecodeError as exc:
         problems.append(
-            Problem(
+            problem(
                 label,
                 "header-not-json",
                 f"header is not valid JSON ({exc.msg} at header offset {exc.pos}): "
@@ -190,7 +191,7 @@ def _parse_json(raw: bytes, label: str, problems: list[Problem]) -> dict[str, An
         return None
     if not isinstance(parsed, dict):
         problems.append(
-            Problem(
+            problem(
                 label,
                 "header-not-object",
                 "header JSON is not an object",
@@ -201,7 +202,7 @@ def _parse_json(raw: bytes, label: str, problems: list[Problem]) -> dict[str, An
         return None
     for key in duplicates:
         problems.append(
-            Problem(
+            problem(
                 label,
                 "header-duplicate-key",
                 f"header defines {key!r} more than once; readers keep only one of them",
@@ -216,13 +217,13 @@ def _is_int(value: object) -> bool:
 
 
 def _collect_entries(
-    parsed: dict[str, Any], header: SafetensorsHeader, label: str, problems: list[Problem]
+    parsed: dict[str, Any], header: SafetensorsHeader, label: str, problems: list[Finding]
 ) -> None:
     for name, info in parsed.items():
         if name == "__metadata__":
             if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
                 problems.append(
-                    Problem(
+                    problem(
                         label,
                         "metadata-invalid",
                         "__metadata__ must map strings to strings",
@@ -239,11 +240,11 @@ def _collect_entries(
 
 
 def _entry(
-    name: str, info: object, label: str, problems: list[Problem]
+    name: str, info: object, label: str, problems: list[Finding]
 ) -> SafetensorsTensor | None:
     def bad(code: str, message: str, expected: str, found: object) -> None:
         problems.append(
-            Problem(label, code, message, tensor=name, expected=expected, found=repr(found)[:80])
+            problem(label, code, message, tensor=name, expected=expected, found=repr(found)[:80])
         )
 
     if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys():
@@ -285,7 +286,7 @@ def _entry(
         )
     elif want != entry.nbytes:
         problems.append(
-            Problem(
+            problem(
                 label,
                 "size-mismatch",
                 f"tensor {name}: shape {list(shape)} x {dtype} does not match its byte range "
@@ -298,16 +299,16 @@ def _entry(
     return entry
 
 
-def check_layout(header: SafetensorsHeader, label: str) -> list[Problem]:
+def check_layout(header: SafetensorsHeader, label: str) -> list[Finding]:
     """Byte ranges must tile the data section exactly: from 0, no gap, no overlap, to the end."""
-    problems: list[Problem] = []
+    problems: list[Finding] = []
     ordered = sorted(header.tensors.values(), key=lambda t: (t.begin, t.end))
     covered = 0
     last: SafetensorsTensor | None = None
     for tensor in ordered:
         if tensor.begin < covered and last is not None:
             problems.append(
-                Problem(
+                problem(
                     label,
                     "offsets-overlap",
                     f"tensor {tensor.name} [{tensor.begin}, {tensor.end}) overlaps tensor "
@@ -319,7 +320,7 @@ def check_layout(header: SafetensorsHeader, label: str) -> list[Problem]:
             )
         elif tensor.begin > covered:
             problems.append(
-                Problem(
+                problem(
                     label,
                     "offsets-gap",
                     f"data bytes [{covered}, {tensor.begin}) before tensor {tensor.name} belong "
@@ -338,7 +339,7 @@ def check_layout(header: SafetensorsHeader, label: str) -> list[Problem]:
     if beyond:
         first = beyond[0]
         problems.append(
-            Problem(
+            problem(
                 label,
                 "data-truncated",
                 f"tensor {first.name} ends at data byte {first.end} but the data section has "
@@ -351,7 +352,7 @@ def check_layout(header: SafetensorsHeader, label: str) -> list[Problem]:
         )
     elif covered < data_size:
         problems.append(
-            Problem(
+            problem(
                 label,
                 "data-trailing-bytes",
                 f"the data section has {data_size - covered} bytes after the last tensor that "

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ttft.core.errors import TtftError
+from ttft.core.findings import Finding
 from ttft.weights.gguf import GgufFile
 from ttft.weights.gguf_check import check_gguf, check_gguf_splits
 from ttft.weights.hashing import HashProgress, sha256_files
@@ -27,7 +28,7 @@ from ttft.weights.manifest import (
     read_manifest,
     relative_name,
 )
-from ttft.weights.problems import Problem, VerifyReport
+from ttft.weights.problems import VerifyReport, problem
 from ttft.weights.safetensors import SafetensorsHeader, check_safetensors
 
 
@@ -50,9 +51,9 @@ class _Run:
         except ValueError:
             return str(path)
 
-    def add(self, problems: list[Problem]) -> None:
-        for problem in problems:
-            self.report.add(problem)
+    def add(self, problems: list[Finding]) -> None:
+        for found in problems:
+            self.report.add(found)
 
     def safetensors(self, path: Path) -> SafetensorsHeader | None:
         if path not in self.headers:
@@ -137,7 +138,7 @@ def verify(
         run.safetensors(p)
         if owner is not None:
             report.add(
-                Problem(
+                problem(
                     run.label(p),
                     "shard-unexpected",
                     f"{p.name} sits beside {owner.path.name} but the index does not list it "
@@ -188,7 +189,7 @@ def _check_manifest(
         else:
             row.sha256 = "missing"
             report.add(
-                Problem(
+                problem(
                     entry.name,
                     "manifest-file-missing",
                     f"{entry.name} is listed in {label} but is not on disk",
@@ -201,13 +202,13 @@ def _check_manifest(
         for target, want in present.items():
             name, result = run.label(target), results[target]
             if result.digest is None:
-                report.add(Problem(name, "read-error", f"cannot read file: {result.error}"))
+                report.add(problem(name, "read-error", f"cannot read file: {result.error}"))
             elif result.digest == want:
                 report.file(name).sha256 = "ok"
             else:
                 report.file(name).sha256 = "mismatch"
                 report.add(
-                    Problem(
+                    problem(
                         name,
                         "sha256-mismatch",
                         f"content does not match its SHA-256 in {label}: the bytes "
@@ -224,7 +225,7 @@ def _check_manifest(
         weight = is_weight_file(name)
         report.file(name, _format_of(name)).sha256 = "unlisted"
         report.add(
-            Problem(
+            problem(
                 name,
                 "manifest-unlisted",
                 f"{name} is not listed in {label}, so its bytes are not checked",

@@ -85,8 +85,8 @@ def test_metrics_option_limits_and_orders_rows() -> None:
 
 
 def test_compare_json_reads_summary_documents_and_labels() -> None:
-    a = json.loads(json.dumps(_run(300, 1).to_json()))
-    b = json.loads(json.dumps(_run(200, 2).to_json()))
+    a = json.loads(json.dumps(_run(300, 1).to_dict()))
+    b = json.loads(json.dumps(_run(200, 2).to_dict()))
     result = compare_json(a, b, a_label="before", b_label="after")
     assert (result.a_label, result.b_label) == ("before", "after")
     assert _row(result, "ttft", "p50").verdict == LIKELY_REAL

@@ -165,18 +165,18 @@ def test_summarize_run_groups_cells_in_order_with_per_cell_durations() -> None:
 def test_summary_json_round_trips_through_text() -> None:
     records = [*_steady(30), _record(30, error="timeout"), _record(31, 900, phase="cold")]
     run = summarize_run(records, slos=parse_slos("ttft:p99<600ms,tpot:p95<50ms"))
-    data = json.loads(json.dumps(run.to_json()))
+    data = json.loads(json.dumps(run.to_dict()))
     assert data["schema"] == SCHEMA == "ttft.bench.summary/1"
     ttft = data["cells"][0]["metrics"]["ttft"]
     assert ttft["unit"] == "ns"
     assert set(ttft["p50_ci"]) == {"low", "high", "level"}
     assert set(ttft["p95_ci"]) == {"low", "high", "level"}
-    assert BenchSummary.from_json(data) == run
+    assert BenchSummary.from_dict(data) == run
 
 
 def test_from_json_refuses_another_schema_with_a_fix() -> None:
     with pytest.raises(TtftError) as caught:
-        BenchSummary.from_json({"schema": "something/9", "cells": []})
+        BenchSummary.from_dict({"schema": "something/9", "cells": []})
     assert "something/9" in caught.value.problem
     assert caught.value.fix is not None and "ttft bench" in caught.value.fix
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ttft.core.findings import Finding, Location, Severity
-from ttft.doctor.findings import CostTier, rank
+from ttft.core.findings import CostTier, Finding, Location, Severity, rank_by_cost
 from ttft.doctor.lint_bridge import lint_findings, to_doctor
 
 DATA = Path(__file__).parents[2] / "data" / "nginx"
 
 
 def _finding(rule: str, severity: Severity = Severity.WARNING) -> Finding:
-    return Finding(rule, severity, "t", "m", Location("f", 1), fix="x")
+    return Finding(rule, severity, "t", "m", Location("f", 1), action="x")
 
 
 def test_tiers_follow_the_area_of_the_rule() -> None:
@@ -41,7 +40,7 @@ def test_info_notes_do_not_become_findings() -> None:
 
 
 def test_a_bad_nginx_config_yields_transport_findings_ranked_first() -> None:
-    found = rank(lint_findings(DATA / "bad" / "nginx.conf", "vllm serve m --enforce-eager"))
+    found = rank_by_cost(lint_findings(DATA / "bad" / "nginx.conf", "vllm serve m --enforce-eager"))
     rules = [f.rule for f in found]
     assert any(r.startswith("nginx/") for r in rules)
     assert found[0].tier == CostTier.TRANSPORT

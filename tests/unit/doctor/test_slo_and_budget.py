@@ -53,7 +53,7 @@ def test_steps_cut_by_the_budget_make_the_report_incomplete() -> None:
     report = run_doctor(ctx)
     assert {s.status for s in report.steps} == {"out_of_budget"}
     assert not report.healthy and report.findings == []
-    assert report.to_json()["unfinished_steps"]
+    assert report.to_dict()["unfinished_steps"]
 
 
 def test_a_step_that_crashes_is_reported_failed_and_the_others_still_run() -> None:

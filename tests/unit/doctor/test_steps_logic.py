@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 
+from ttft.core.findings import Confidence, CostTier, Finding, Severity, rank_by_cost
 from ttft.core.records import RequestRecord
 from ttft.core.target import Target
 from ttft.doctor.context import DoctorContext
-from ttft.doctor.findings import Confidence, CostTier, DoctorFinding, StepResult, rank
+from ttft.doctor.findings import StepResult
 from ttft.doctor.step_server import _queueing_finding
 from ttft.doctor.step_transport import shape
 
@@ -75,15 +76,18 @@ def test_slower_batched_prefill_without_waiting_is_not_queueing() -> None:
     assert step.findings == []
 
 
-def _finding(tier: CostTier, gain: float | None) -> DoctorFinding:
-    return DoctorFinding("r", "s", "c", "a", tier, Confidence.MEDIUM, "x", expected_gain_ms=gain)
+def _finding(tier: CostTier, gain: float | None) -> Finding:
+    return Finding(
+        "r", Severity.WARNING, "s", "c", action="a", tier=tier,
+        confidence=Confidence.MEDIUM, step="x", expected_gain_ms=gain,
+    )  # fmt: skip
 
 
 def test_findings_rank_cheapest_tier_first_then_by_gain() -> None:
     cache_big = _finding(CostTier.CACHE, 900.0)
     transport_small = _finding(CostTier.TRANSPORT, 50.0)
     transport_big = _finding(CostTier.TRANSPORT, 400.0)
-    assert rank([cache_big, transport_small, transport_big]) == [
+    assert rank_by_cost([cache_big, transport_small, transport_big]) == [
         transport_big,
         transport_small,
         cache_big,

@@ -130,7 +130,7 @@ class _ScriptedToy(DoctorContext):
 def test_doctor_gives_the_kinds_own_advice(toy: EngineAdapter) -> None:
     step = step_server.capacity(_ScriptedToy())
     queueing = [f for f in step.findings if f.rule == "capacity/queueing"]
-    assert queueing, step.to_json()
+    assert queueing, step.to_dict()
     assert queueing[0].action == "ToyServe: `--slots 8`"
 
 

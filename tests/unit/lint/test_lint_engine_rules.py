@@ -61,14 +61,14 @@ def test_removed_and_deprecated_flags() -> None:
     removed = rule(found, "engine/removed-flag")
     assert len(removed) == 1 and removed[0].severity is Severity.WARNING
     assert (
-        rule(found, "engine/deprecated-flag")[0].fix == "use --enable-log-requests (off by default)"
+        rule(found, "engine/deprecated-flag")[0].action == "use --enable-log-requests (off by default)"
     )
     llama = lint(LLAMA_OK.replace("-lm mlock", "--mlock --no-mmap"))
     assert {f.title for f in rule(llama, "engine/removed-flag")} == {
         "--mlock no longer exists",
         "--no-mmap no longer exists",
     }
-    assert "use --load-mode mlock" in {f.fix for f in rule(llama, "engine/removed-flag")}
+    assert "use --load-mode mlock" in {f.action for f in rule(llama, "engine/removed-flag")}
 
 
 def test_missing_value_at_the_end_of_the_line() -> None:
@@ -145,7 +145,7 @@ def test_token_budget_outside_1024_to_4096(budget: str, severity: Severity | Non
 def test_unset_token_budget_is_info_with_the_sweep() -> None:
     found = rule(lint(VLLM_OK.replace("--max-num-batched-tokens 2048", "")), "vllm/token-budget")
     assert [f.severity for f in found] == [Severity.INFO]
-    assert "sweep 1024/2048/4096" in found[0].fix
+    assert "sweep 1024/2048/4096" in found[0].action
 
 
 def test_sglang_small_chunk_size() -> None:
@@ -298,7 +298,7 @@ def test_flash_attention_off_and_bare_fa() -> None:
     cpu = rule(lint(LLAMA_OK.replace("-fa on", "-fa off"), gpu=False), "llamacpp/flash-attn")
     assert [f.severity for f in cpu] == [Severity.INFO]
     bare = rule(lint(LLAMA_OK.replace("-fa on", "-fa")), "llamacpp/flash-attn")
-    assert len(bare) == 1 and bare[0].fix == "-fa on"
+    assert len(bare) == 1 and bare[0].action == "-fa on"
     assert rule(lint(LLAMA_OK.replace("-fa on", "-fa auto")), "llamacpp/flash-attn") == []
 
 

@@ -40,7 +40,7 @@ def test_default_buffering_is_flagged_at_the_location_line(tmp_path: Path) -> No
     assert found[0].severity is Severity.WARNING
     assert found[0].location.line == line_of(tmp_path, "location /v1/ {")
     assert "on by default" in found[0].message
-    assert found[0].fix.startswith("proxy_buffering off;")
+    assert found[0].action.startswith("proxy_buffering off;")
 
 
 def test_buffering_off_is_not_flagged(tmp_path: Path) -> None:

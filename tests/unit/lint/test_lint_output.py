@@ -20,7 +20,7 @@ from ttft.core.findings import (
     without_rules,
     worst,
 )
-from ttft.report.findings import exit_code, render_text, summary_line, to_json, to_sarif
+from ttft.report.findings import exit_code, json_document, render_text, sarif_document, summary_line
 
 
 def _finding(
@@ -32,7 +32,7 @@ def _finding(
         title=f"title of {rule}",
         message="why it costs TTFT",
         location=Location(file, line),
-        fix="the exact change",
+        action="the exact change",
         gain="-120 ms p50",
     )
 
@@ -103,7 +103,7 @@ def test_location_display_covers_lines_and_token_offsets() -> None:
 
 
 def test_json_document_is_versioned_and_complete() -> None:
-    doc = to_json(FINDINGS, subject="nginx conf/nginx.conf")
+    doc = json_document(FINDINGS, subject="nginx conf/nginx.conf")
     json.dumps(doc)  # serialisable
     assert doc["schema"] == "ttft.lint/1"
     assert doc["tool"]["name"] == "ttft"
@@ -121,7 +121,7 @@ def test_json_document_is_versioned_and_complete() -> None:
 
 
 def test_sarif_log_has_rules_results_levels_and_regions(tmp_path: Path) -> None:
-    sarif = to_sarif(FINDINGS, base_dir=tmp_path)
+    sarif = sarif_document(FINDINGS, base_dir=tmp_path)
     assert sarif["version"] == "2.1.0"
     assert sarif["$schema"].endswith("sarif-2.1.0.json")
     run = sarif["runs"][0]
@@ -145,7 +145,7 @@ def test_sarif_log_has_rules_results_levels_and_regions(tmp_path: Path) -> None:
 def test_sarif_paths_are_relative_to_the_base_dir_when_below_it(tmp_path: Path) -> None:
     inside = _finding("r/a", Severity.ERROR, str(tmp_path / "etc" / "nginx.conf"))
     outside = _finding("r/b", Severity.ERROR, "/elsewhere/nginx.conf")
-    results = to_sarif([inside, outside], base_dir=tmp_path)["runs"][0]["results"]
+    results = sarif_document([inside, outside], base_dir=tmp_path)["runs"][0]["results"]
     uris = sorted(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results)
     assert uris == ["etc/nginx.conf", "file:///elsewhere/nginx.conf"]
 
@@ -158,7 +158,7 @@ def test_sarif_command_line_findings_use_a_logical_location() -> None:
         "m",
         Location("<command line>", offset=5, offset_unit="token"),
     )
-    result = to_sarif([finding])["runs"][0]["results"][0]
+    result = sarif_document([finding])["runs"][0]["results"][0]
     assert result["locations"] == [
         {"logicalLocations": [{"name": "command line token 5", "kind": "resource"}]}
     ]

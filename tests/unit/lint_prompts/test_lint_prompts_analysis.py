@@ -68,7 +68,7 @@ def test_the_timestamp_finding_points_at_the_log_line_with_offset_and_the_fix(
     # "<|im_start|>", "system", "\n" precede the timestamp's label.
     assert "at token 3 of a" in finding.message
     assert "Seen in 12 of 12 requests, 12 distinct values" in finding.message
-    assert "end of the last user message" in finding.fix
+    assert "end of the last user message" in finding.action
     assert "ms less TTFT per request at 400 tokens/s" in finding.gain
 
 
@@ -287,7 +287,7 @@ def test_a_date_inside_a_tool_definition_is_found_with_the_tools_fix(
     analysis = lint_prompts(requests, template("llama3_2"), tokens)
     (finding,) = [f for f in findings(analysis, tokens) if f.rule == "prompts/dynamic-prefix"]
     assert "in tools" in finding.message
-    assert "tool definitions" in finding.fix
+    assert "tool definitions" in finding.action
     # Tools cannot be edited by the move: the replay after the fixes gains nothing there.
     assert analysis.after.cached_ideal == analysis.before.cached_ideal
 
@@ -303,4 +303,4 @@ def test_a_time_passed_in_chat_template_kwargs_is_found_with_the_kwargs_fix(
     assert analysis.clock is None  # date_string given: the template does not read the clock
     (finding,) = findings(analysis, tokens)
     assert "in chat_template_kwargs" in finding.message
-    assert finding.fix.startswith("pass a value that changes rarely")
+    assert finding.action.startswith("pass a value that changes rarely")

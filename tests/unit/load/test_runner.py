@@ -120,7 +120,7 @@ def test_a_half_written_last_line_is_skipped_and_counted(tmp_path: Path) -> None
     out.write_text(
         json.dumps({"type": "run", "schema": "x"})
         + "\n"
-        + json.dumps({"type": "request", "record": rec.to_json()})
+        + json.dumps({"type": "request", "record": rec.to_dict()})
         + "\n"
         + '{"type": "request", "rec'
     )

@@ -121,3 +121,17 @@ def test_each_breakage_exits_1_with_its_own_problem_and_no_traceback(
 
 def test_the_breakages_are_told_apart_by_their_codes_and_files() -> None:
     assert len({(code, file) for _, code, file in BREAKAGES}) == len(BREAKAGES)
+
+
+def test_sarif_output_names_each_breakage_by_rule_and_file(tmp_path: Path) -> None:
+    """Weights problems are findings like lint's, so code-scanning UIs get them as SARIF."""
+    make_sharded(tmp_path)
+    delete_shard(tmp_path)
+    overlap(tmp_path)
+    result = run_ttft("weights", "verify", "--format", "sarif", str(tmp_path))
+    assert result.returncode == 1, result.stderr
+    run = json.loads(result.stdout)["runs"][0]
+    found = {(r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
+             for r in run["results"]}  # fmt: skip
+    assert ("weights/offsets-overlap", S3) in {(rule, Path(uri).name) for rule, uri in found}
+    assert any(rule == "weights/shard-missing" for rule, _ in found)

@@ -87,7 +87,7 @@ def test_truncated_gguf_reports_expected_and_found_size(tiny: Path) -> None:
     full = tiny.stat().st_size
     tiny.write_bytes(tiny.read_bytes()[:-20])
     (problem,) = check_gguf(tiny, tiny.name)[1]
-    assert problem.code == "data-truncated" and problem.tensor == "output_norm.weight"
+    assert problem.code == "data-truncated" and problem.subject == "output_norm.weight"
     assert (problem.expected, problem.found) == (f">= {full} bytes", f"{full - 20} bytes")
 
 
@@ -102,7 +102,7 @@ def test_tensor_offset_beyond_the_end_is_reported_on_that_tensor(tmp_path: Path)
     path = tmp_path / "beyond.gguf"
     path.write_bytes(gguf_bytes(kvs, tensors, offsets={"blk.0.attn_norm.weight": 1 << 20}))
     (problem,) = check_gguf(path, path.name)[1]
-    assert problem.code == "tensor-beyond-end" and problem.tensor == "blk.0.attn_norm.weight"
+    assert problem.code == "tensor-beyond-end" and problem.subject == "blk.0.attn_norm.weight"
     assert problem.found == f"end {(1 << 20) + 16}"
 
 

@@ -84,7 +84,7 @@ def test_tensor_missing_from_its_shard_names_tensor_and_shard(ckpt: Path) -> Non
     del tensors["layers.2.mlp.weight"]
     save_file(tensors, str(ckpt / SHARD2))
     problem = only(verify(ckpt), "tensor-missing")
-    assert (problem.file, problem.tensor) == (SHARD2, "layers.2.mlp.weight")
+    assert (problem.file, problem.subject) == (SHARD2, "layers.2.mlp.weight")
     assert (problem.expected, problem.found) == (f"in {SHARD2}", "absent")
 
 
@@ -94,7 +94,7 @@ def test_extra_tensor_in_a_shard_fails_like_a_strict_load(ckpt: Path) -> None:
     save_file(tensors, str(ckpt / SHARD1))
     report = verify(ckpt)
     problem = only(report, "tensor-unexpected")
-    assert (problem.file, problem.tensor) == (SHARD1, "layers.1.extra.weight")
+    assert (problem.file, problem.subject) == (SHARD1, "layers.1.extra.weight")
     assert "does not list it" in problem.message
     assert not report.ok
 
@@ -200,21 +200,21 @@ def test_overlapping_offsets_name_both_tensors(ckpt: Path) -> None:
     edit_header(ckpt / SHARD1, overlap)
     report = verify(ckpt)
     problem = only(report, "offsets-overlap")
-    assert problem.file == SHARD1 and problem.tensor == "layers.1.norm.bias"
+    assert problem.file == SHARD1 and problem.subject == "layers.1.norm.bias"
     assert "overlaps tensor layers.1.attn.weight" in problem.message
 
 
 def test_byte_range_that_disagrees_with_shape_and_dtype_is_a_size_mismatch(ckpt: Path) -> None:
     edit_header(ckpt / SHARD1, lambda h: h["layers.1.norm.bias"].update(shape=[9]))
     problem = only(verify(ckpt), "size-mismatch")
-    assert problem.tensor == "layers.1.norm.bias"
+    assert problem.subject == "layers.1.norm.bias"
     assert (problem.expected, problem.found) == ("36 bytes", "32 bytes")
 
 
 def test_unknown_dtype_is_named(ckpt: Path) -> None:
     edit_header(ckpt / SHARD1, lambda h: h["layers.1.norm.bias"].update(dtype="F12"))
     problem = only(verify(ckpt), "dtype-unknown")
-    assert problem.tensor == "layers.1.norm.bias" and problem.found == "'F12'"
+    assert problem.subject == "layers.1.norm.bias" and problem.found == "'F12'"
 
 
 def test_bytes_covered_by_no_tensor_are_a_gap(tmp_path: Path) -> None:
@@ -224,7 +224,7 @@ def test_bytes_covered_by_no_tensor_are_a_gap(tmp_path: Path) -> None:
     }
     write_with_header(tmp_path / "gap.safetensors", header, bytes(12))
     problem = only(verify(tmp_path), "offsets-gap")
-    assert problem.tensor == "b" and (problem.expected, problem.found) == ("begin 4", "begin 8")
+    assert problem.subject == "b" and (problem.expected, problem.found) == ("begin 4", "begin 8")
 
 
 def test_bytes_after_the_last_tensor_are_reported(tmp_path: Path) -> None:
@@ -240,7 +240,7 @@ def test_tensor_defined_twice_in_one_header_is_reported(tmp_path: Path) -> None:
     entry = '{"dtype":"U8","shape":[2],"data_offsets":[0,2]}'
     text = ('{"a":' + entry + ',"a":' + entry + "}").encode()
     (tmp_path / "dup.safetensors").write_bytes(struct.pack("<Q", len(text)) + text + bytes(2))
-    assert only(verify(tmp_path), "header-duplicate-key").tensor == "a"
+    assert only(verify(tmp_path), "header-duplicate-key").subject == "a"
 
 
 def test_sub_byte_dtype_sizes_follow_the_safetensors_rule(tmp_path: Path) -> None:
@@ -289,7 +289,7 @@ def test_every_tensor_level_problem_carries_expected_and_found(ckpt: Path) -> No
     report = verify(ckpt)
     assert sorted(p.code for p in report.errors) == ["size-mismatch", "tensor-unexpected"]
     for problem in report.errors:
-        assert problem.tensor is not None
+        assert problem.subject is not None
         assert problem.expected is not None and problem.found is not None
 
 
