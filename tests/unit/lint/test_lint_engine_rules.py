@@ -60,9 +60,8 @@ def test_removed_and_deprecated_flags() -> None:
     found = lint(VLLM_OK + " --num-scheduler-steps 8 --disable-log-requests")
     removed = rule(found, "engine/removed-flag")
     assert len(removed) == 1 and removed[0].severity is Severity.WARNING
-    assert (
-        rule(found, "engine/deprecated-flag")[0].action == "use --enable-log-requests (off by default)"
-    )
+    deprecated = rule(found, "engine/deprecated-flag")[0]
+    assert deprecated.action == "use --enable-log-requests (off by default)"
     llama = lint(LLAMA_OK.replace("-lm mlock", "--mlock --no-mmap"))
     assert {f.title for f in rule(llama, "engine/removed-flag")} == {
         "--mlock no longer exists",

@@ -120,7 +120,7 @@ def test_a_gguf_without_template_says_llama_server_falls_back_and_what_to_do(
 
 def test_a_file_that_is_not_gguf_or_is_truncated_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "x.gguf").write_bytes(b"NOPE" + b"\0" * 20)
-    with pytest.raises(TtftError, match="not a readable GGUF file: .*GGUF magic"):
+    with pytest.raises(TtftError, match=r"not a readable GGUF file: .*GGUF magic"):
         load_template(tmp_path / "x.gguf")
     good = write_gguf(tmp_path / "t.gguf", [("tokenizer.chat_template", 8, _gguf_string("x" * 50))])
     (tmp_path / "cut.gguf").write_bytes(good.read_bytes()[:-20])
