@@ -22,8 +22,8 @@ _PUBLIC: dict[str, str] = {
     "parse_slo": "ttft.core.slo",
     # client: how to send
     "StreamingClient": "ttft.client.stream",
-    "ChatRequest": "ttft.client.openai",
-    "CompletionRequest": "ttft.client.openai",
+    "ChatRequest": "ttft.workload.request_log",
+    "CompletionRequest": "ttft.workload.request_log",
     # workload and load: what and when to send
     "WorkItem": "ttft.workload.requests",
     "ClosedLoop": "ttft.workload.arrival",

@@ -22,10 +22,11 @@ Modules: ``sse`` (incremental event-stream decoder), ``http`` (request heads, re
 """
 
 from ttft.client.errors import KINDS, RequestFailed
-from ttft.client.openai import ChatRequest, CompletionRequest, Request
+from ttft.client.openai import Request
 from ttft.client.pool import PoolStats
 from ttft.client.sse import SseDecoder, SseEvent
 from ttft.client.stream import StreamingClient
+from ttft.workload.request_log import ChatRequest, CompletionRequest
 
 __all__ = [
     "KINDS",

@@ -15,68 +15,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from ttft.client import errors
 from ttft.client.sse import SseEvent
 from ttft.core.errors import TtftError
 from ttft.core.records import ErrorInfo, RequestRecord
+from ttft.workload.request_log import ChatRequest, CompletionRequest
 
 CHAT = "chat"
 COMPLETIONS = "completions"
 PATHS = {CHAT: "/chat/completions", COMPLETIONS: "/completions"}  # under the API root ("/v1")
-
-
-@dataclass(slots=True)
-class ChatRequest:
-    """A streamed ``/v1/chat/completions`` request. ``extra`` is merged into the body last."""
-
-    messages: list[dict[str, Any]]
-    model: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    include_usage: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"messages": self.messages}
-        return _finish_body(body, self.model, self.max_tokens, self.temperature,
-                            self.include_usage, self.extra)
-
-
-@dataclass(slots=True)
-class CompletionRequest:
-    """A streamed ``/v1/completions`` request (a raw prompt: no chat template on the server)."""
-
-    prompt: str | list[int]
-    model: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    include_usage: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"prompt": self.prompt}
-        return _finish_body(body, self.model, self.max_tokens, self.temperature,
-                            self.include_usage, self.extra)
-
-
-def _finish_body(
-    body: dict[str, Any], model: str | None, max_tokens: int | None,
-    temperature: float | None, include_usage: bool, extra: dict[str, Any],
-) -> dict[str, Any]:
-    if model is not None:
-        body["model"] = model
-    if max_tokens is not None:
-        body["max_tokens"] = max_tokens
-    if temperature is not None:
-        body["temperature"] = temperature
-    body["stream"] = True
-    if include_usage:
-        body["stream_options"] = {"include_usage": True}
-    body.update(extra)
-    return body
 
 
 Request = ChatRequest | CompletionRequest | Mapping[str, Any]

@@ -32,9 +32,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ttft.prompts.chat_template import ChatTemplate, TemplateRenderer
+from ttft.workload.tokenizer import VocabTokenizer
 
 _clock = time.perf_counter_ns
 _SENTINEL_A = "\ue000ttft-a\ue000"
@@ -42,12 +43,6 @@ _SENTINEL_B = "\ue001ttft-bb\ue001"
 _PAD_BEFORE, _PAD_AFTER = " \n", "\n "
 _LITERAL = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
 _ESCAPES = {"\\n": "\n", "\\t": "\t", "\\'": "'", '\\"': '"', "\\\\": "\\"}
-
-
-class TokenizerLike(Protocol):
-    def encode(self, text: str) -> list[int]: ...
-
-    def token_id(self, token: str) -> int | None: ...
 
 
 @dataclass(slots=True)
@@ -109,7 +104,7 @@ class Prerenderer:
         self,
         template: ChatTemplate,
         *,
-        tokenizer: TokenizerLike | None = None,
+        tokenizer: VocabTokenizer | None = None,
         strip_bos: bool = True,
         chars_per_token: float = 4.0,
         max_entries: int = 1024,

@@ -9,6 +9,7 @@ from typing import Any
 
 from ttft.core.errors import TtftError
 from ttft.workload.exact_length import text_of_tokens
+from ttft.workload.request_log import parse_request, read_bodies
 from ttft.workload.requests import ApiStyle, WorkItem, chat_body, completion_body
 from ttft.workload.tokenizer import Tokenizer
 
@@ -96,19 +97,17 @@ def _read_lines(path: Path) -> Iterable[tuple[int, str]]:
 
 
 def from_jsonl(path: Path, *, max_tokens: int | None = None) -> list[WorkItem]:
-    """One OpenAI chat (``messages``) or completions (``prompt``) body per line."""
+    """One OpenAI chat (``messages``) or completions (``prompt``) body per line, checked as
+    strictly as ``ttft lint prompts`` checks them; streaming settings and the model are the
+    run's own, so they are dropped."""
     items = []
-    for line_no, line in _read_lines(path):
-        try:
-            body = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TtftError(
-                f"{path}:{line_no}: not valid JSON ({exc.msg} at column {exc.colno})",
-                'each line must be one JSON object, e.g. {"messages": [...]}',
-            ) from None
-        if not isinstance(body, dict) or not (
-            isinstance(body.get("messages"), list) or isinstance(body.get("prompt"), str)
-        ):
+    for line_no, body in read_bodies(path, "prompt file"):
+        if isinstance(body.get("prompt"), str) and "messages" not in body:
+            api: ApiStyle = "completions"
+        elif "messages" in body:
+            parse_request(body, str(path), line_no)  # the same checks as every request log
+            api = "chat"
+        else:
             raise TtftError(
                 f"{path}:{line_no}: a request needs a 'messages' list or a 'prompt' string",
                 'e.g. {"messages": [{"role": "user", "content": "Hi"}]}',
@@ -116,10 +115,7 @@ def from_jsonl(path: Path, *, max_tokens: int | None = None) -> list[WorkItem]:
         body = {k: v for k, v in body.items() if k not in ("stream", "stream_options", "model")}
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
-        api: ApiStyle = "chat" if "messages" in body else "completions"
         items.append(WorkItem(body, api, "file", None, {"line": line_no}))
-    if not items:
-        raise TtftError(f"{path} holds no requests", "add one JSON request per line")
     return items
 
 

@@ -1,7 +1,9 @@
-"""Chat requests to lint: a JSONL log of OpenAI chat bodies, or one sample conversation.
+"""Requests as users keep them: a JSONL log of OpenAI bodies, or one sample conversation.
 
-Each request keeps where it came from (``file:line``) so that every finding and every error can
-point at the line a user would open.
+The one reader of request logs (``ttft lint prompts``, ``ttft bench --prompt-file``, ``ttft doctor
+--requests-log``) and the one ``ChatRequest``: what a chat template renders, what the client
+streams, and where it came from (``file:line``, so every finding and error points at the line a
+user would open).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ _FIX = 'each line must be one OpenAI chat body: {"messages": [{"role": ..., "con
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One chat body: what the template renders, and its ``file:line``."""
+    """One ``/v1/chat/completions`` body. ``extra`` holds every other field of the body, sent as
+    given (merged last)."""
 
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
@@ -26,10 +29,69 @@ class ChatRequest:
     line: int | None = None
     # chat_template_kwargs of the body (vLLM and llama-server pass them to the template).
     template_kwargs: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    include_usage: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def where(self) -> str:
         return self.file if self.line is None else f"{self.file}:{self.line}"
+
+    def body(self) -> dict[str, Any]:
+        """The streamed request body."""
+        body: dict[str, Any] = {"messages": self.messages}
+        if self.tools:
+            body["tools"] = self.tools
+        if self.template_kwargs:
+            body["chat_template_kwargs"] = self.template_kwargs
+        return streamed_body(
+            body, self.model, self.max_tokens, self.temperature, self.include_usage, self.extra
+        )
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """A streamed ``/v1/completions`` body (a raw prompt: no chat template on the server)."""
+
+    prompt: str | list[int]
+    model: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    include_usage: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        return streamed_body(
+            {"prompt": self.prompt},
+            self.model,
+            self.max_tokens,
+            self.temperature,
+            self.include_usage,
+            self.extra,
+        )
+
+
+def streamed_body(
+    body: dict[str, Any],
+    model: str | None,
+    max_tokens: int | None,
+    temperature: float | None,
+    include_usage: bool,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    if model is not None:
+        body["model"] = model
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    if temperature is not None:
+        body["temperature"] = temperature
+    body["stream"] = True
+    if include_usage:
+        body["stream_options"] = {"include_usage": True}
+    body.update(extra)
+    return body
 
 
 def parse_request(body: Any, file: str, line: int | None = None) -> ChatRequest:
@@ -63,31 +125,40 @@ def parse_request(body: Any, file: str, line: int | None = None) -> ChatRequest:
     )
 
 
-def load_request_log(path: Path) -> list[ChatRequest]:
-    """Every non-blank line of a JSONL request log, in order. Errors name ``file:line``."""
+def read_bodies(path: Path, what: str = "request log") -> list[tuple[int, dict[str, Any]]]:
+    """Every non-blank line of a JSONL file as ``(line number, JSON object)``, in order.
+
+    A line that is not a JSON object is an error naming ``file:line`` and the fix.
+    """
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        raise TtftError(
-            f"request log not found: {path}", "give a JSONL file of chat bodies"
-        ) from None
+        raise TtftError(f"{what} not found: {path}", "give a JSONL file of chat bodies") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise TtftError(f"cannot read {path}: {exc}") from None
-    requests: list[ChatRequest] = []
+        raise TtftError(f"cannot read {path}: {exc}", "give a UTF-8 JSONL file") from None
+    bodies: list[tuple[int, dict[str, Any]]] = []
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        where = f"{path}:{lineno}"
         try:
             body = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TtftError(
-                f"{where}: not valid JSON (column {exc.colno}): {exc.msg}", _FIX
+                f"{path}:{lineno}: not valid JSON (column {exc.colno}): {exc.msg}", _FIX
             ) from None
-        requests.append(parse_request(body, str(path), lineno))
-    if not requests:
+        if not isinstance(body, dict):
+            raise TtftError(
+                f"{path}:{lineno}: expected a JSON object, got {type(body).__name__}", _FIX
+            )
+        bodies.append((lineno, body))
+    if not bodies:
         raise TtftError(f"{path} holds no requests", _FIX)
-    return requests
+    return bodies
+
+
+def load_request_log(path: Path) -> list[ChatRequest]:
+    """Every chat body of a JSONL request log, in order. Errors name ``file:line``."""
+    return [parse_request(body, str(path), lineno) for lineno, body in read_bodies(path)]
 
 
 def load_sample(path: Path) -> ChatRequest:

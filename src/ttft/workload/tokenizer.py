@@ -7,13 +7,19 @@ a ``tokenizer.json`` via the Rust ``tokenizers`` package (``hf_tokenizer``), a G
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 
-@runtime_checkable
 class Tokenizer(Protocol):
     """What workloads and lint need from a tokenizer: ids for a text, without special tokens."""
 
     def encode(self, text: str) -> list[int]: ...
 
     def decode(self, ids: list[int]) -> str: ...
+
+
+class VocabTokenizer(Tokenizer, Protocol):
+    """A tokenizer that also knows its vocabulary: the id of a special token's text (``<bos>``),
+    which the gateway needs to send a pre-rendered prompt as ids."""
+
+    def token_id(self, token: str) -> int | None: ...

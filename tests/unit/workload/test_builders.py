@@ -93,8 +93,16 @@ def test_jsonl_lines_become_requests_and_stream_settings_are_dropped(tmp_path: P
 
 def test_invalid_jsonl_line_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "log.jsonl"
-    path.write_text('{"messages": []}\n{"messages": [}\n')
+    path.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n{"messages": [}\n')
     with pytest.raises(TtftError, match=r"log\.jsonl:2: not valid JSON"):
+        from_jsonl(path)
+
+
+def test_a_chat_line_is_checked_like_every_request_log(tmp_path: Path) -> None:
+    """bench and doctor read request logs with the same checks as ``ttft lint prompts``."""
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"messages": [{"content": "no role"}]}\n')
+    with pytest.raises(TtftError, match=r"log\.jsonl:1: messages\[0\] is not an object"):
         from_jsonl(path)
 
 

@@ -264,9 +264,11 @@ def test_decode_renders_pieces_like_llama_server() -> None:
         tok.decode([len(tok.vocab.tokens)])
 
 
-def test_it_is_a_tokenizer() -> None:
-    """GgufTokenizer satisfies the workload's Tokenizer protocol."""
-    assert isinstance(_tokenizer(), Tokenizer)
+def test_it_round_trips_text_as_a_workload_tokenizer() -> None:
+    """What workloads need of a Tokenizer: ids for a text and the same text back."""
+    tok: Tokenizer = _tokenizer()
+    ids = tok.encode("hello world")
+    assert ids and tok.decode(ids) == "hello world"
 
 
 @pytest.mark.parametrize("model", ["gpt2", "bert", "t5", "something-new"])
