@@ -29,7 +29,7 @@ _PUBLIC: dict[str, str] = {
     "ClosedLoop": "ttft.workload.arrival",
     "OpenLoop": "ttft.workload.arrival",
     "Target": "ttft.core.target",
-    "WorkloadSpec": "ttft.load.plan",
+    "WorkloadSpec": "ttft.workload.spec",
     "run_session": "ttft.load.session",
     # engines
     "LlamaServerConfig": "ttft.engines.llamacpp.launch",

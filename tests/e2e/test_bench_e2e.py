@@ -16,11 +16,11 @@ from ttft.core.summary import BenchSummary
 from ttft.core.target import Target
 from ttft.engines.control import ServerTokenizer
 from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
-from ttft.load.plan import WorkloadSpec
 from ttft.load.runner import max_overlap
 from ttft.load.session import SessionResult, run_session
 from ttft.load.sink import read_results
 from ttft.workload.arrival import ClosedLoop
+from ttft.workload.spec import WorkloadSpec
 
 pytestmark = pytest.mark.e2e
 

@@ -8,34 +8,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ttft.cli.bench_setup import PROFILES
-from ttft.cli.engine_choice import EngineKind
+from ttft.cli.options import BenchOptions
+from ttft.cli.target_options import TargetOptions, target_options
 from ttft.core.errors import TtftError
 
 
 @click.group(invoke_without_command=True)
-@click.option(
-    "--url",
-    default=None,
-    help="Server base URL (http://host:port). Default: start the embedded engine.",
-)
-@click.option(
-    "--model", default=None, help="Model name to send. Default: the first of GET /v1/models."
-)
-@click.option(
-    "--api-key", envvar="TTFT_API_KEY", default=None, help="Bearer key (or $TTFT_API_KEY)."
-)
-@click.option("--metrics-url", default=None, help="Prometheus endpoint. Default: URL/metrics.")
-@click.option(
-    "--engine",
-    "engine_kind",
-    type=EngineKind(),
-    default=None,
-    help="Engine kind for metric names. Default: guessed from /metrics.",
-)
+@target_options
 @click.option(
     "--api", type=click.Choice(["chat", "completions"]), default="chat", show_default=True
 )
@@ -104,7 +88,6 @@ from ttft.core.errors import TtftError
     multiple=True,
     help="e.g. 'ttft:p99<600ms' (repeat). Exit code 1 when one fails.",
 )
-@click.option("--header", "headers", multiple=True, help="Extra request header 'Name: value'.")
 @click.option(
     "--timeout",
     "timeout_s",
@@ -132,7 +115,7 @@ from ttft.core.errors import TtftError
     "--seed", default="ttft", show_default=True, help="Prompt seed (same seed, same prompts)."
 )
 @click.pass_context
-def bench(ctx: click.Context, /, **opts: object) -> None:
+def bench(ctx: click.Context, /, target: TargetOptions, **opts: Any) -> None:
     """Measure streaming TTFT at the client, per prompt length x load level.
 
     TTFT is the time from sending to the first content token (a role-only first chunk is not a
@@ -151,7 +134,7 @@ def bench(ctx: click.Context, /, **opts: object) -> None:
         return
     from ttft.cli.bench_run import execute
 
-    execute(opts)
+    execute(BenchOptions(target=target, **opts))
 
 
 @bench.command("compare")

@@ -56,13 +56,6 @@ def parse_shared_prefix(text: str) -> tuple[int, int]:
     return values
 
 
-def parse_header(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition(":")
-    if not sep or not name.strip():
-        raise TtftError(f"--header {text!r} is not 'Name: value'", "e.g. --header 'X-Team: infra'")
-    return name.strip(), value.strip()
-
-
 def make_tokenizer(path: Path | None, target: Target) -> Tokenizer:
     """A tokenizer.json or .gguf when given, else the server's own /tokenize (checked once here)."""
     if path is not None and path.suffix.lower() == ".gguf":

@@ -3,28 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
-from ttft.cli.engine_choice import EngineKind
+from ttft.cli.options import DoctorOptions
+from ttft.cli.target_options import TargetOptions, target_options
 
 
 @click.command()
-@click.option("--url", default=None, help="Service base URL. Default: start the embedded engine.")
+@target_options
 @click.option(
     "--direct-url",
     default=None,
     help="The engine itself, behind the proxy at --url: compares the two.",
-)
-@click.option("--metrics-url", default=None, help="Prometheus endpoint. Default: URL/metrics.")
-@click.option("--model", default=None, help="Model name. Default: first of GET /v1/models.")
-@click.option("--api-key", envvar="TTFT_API_KEY", default=None, help="Bearer key.")
-@click.option(
-    "--engine",
-    "engine_kind",
-    type=EngineKind(),
-    default=None,
-    help="Engine kind. Default: guessed from /metrics.",
 )
 @click.option(
     "--requests-log",
@@ -68,7 +60,7 @@ from ttft.cli.engine_choice import EngineKind
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
 @click.option("--fail-on-findings", is_flag=True, help="Exit 1 when there is any finding (CI).")
-def doctor(**opts: object) -> None:
+def doctor(target: TargetOptions, **opts: Any) -> None:
     """Find where time-to-first-token goes on a live service, cheapest fix first.
 
     Runs the article's troubleshooting order against the service: (1) client vs server timing
@@ -85,4 +77,4 @@ def doctor(**opts: object) -> None:
     """
     from ttft.cli.doctor_run import execute
 
-    execute(opts)
+    execute(DoctorOptions(target=target, **opts))

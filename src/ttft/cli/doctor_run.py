@@ -13,13 +13,14 @@ import click
 from rich.console import Console
 
 from ttft.cli.bench_setup import parse_int_list
+from ttft.cli.options import DoctorOptions
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.slo import parse_slos
 from ttft.core.target import Target
 from ttft.doctor.context import DoctorContext, server_tokenizer
 from ttft.doctor.findings import StepResult
 from ttft.doctor.run import STEPS, run_doctor
-from ttft.engines.control import ControlClient
+from ttft.engines.control import ControlClient, complete_target
 from ttft.probe.sampler import sample
 from ttft.workload.builders import from_jsonl
 from ttft.workload.exact_length import text_of_tokens
@@ -38,19 +39,11 @@ def _embedded_ctx(real: list[WorkItem]) -> int:
 
 @contextlib.contextmanager
 def _target(
-    opts: dict[str, Any], real: list[WorkItem], console: Console
+    options: DoctorOptions, real: list[WorkItem], console: Console
 ) -> Iterator[tuple[Target, bool, RequestRecord | None]]:
-    if opts["url"]:
-        target = Target(
-            opts["url"], opts["model"], opts["metrics_url"], opts["engine_kind"], opts["api_key"]
-        )
-        metrics = target.metrics_url or target.root + "/metrics"
-        model = target.model or ControlClient(target).model_id()
-        yield (
-            Target(target.base_url, model, metrics, target.engine_kind, target.api_key),
-            False,
-            None,
-        )
+    given = options.target.target()
+    if given is not None:
+        yield complete_target(given), False, None
         return
     from ttft.engines.llamacpp.embedded import launch_embedded
 
@@ -76,20 +69,20 @@ def _cold_request(target: Target) -> RequestRecord | None:
     return records[0] if records else None
 
 
-def execute(opts: dict[str, Any]) -> None:
+def execute(options: DoctorOptions) -> None:
     console = Console(stderr=True)
-    slos = parse_slos(opts["slo_texts"]) if opts["slo_texts"] else ()
-    real = from_jsonl(opts["requests_log"], max_tokens=1) if opts["requests_log"] else []
-    levels = parse_int_list(opts["concurrency"], "--concurrency") if opts["concurrency"] else None
-    if opts["budget"] <= 0:
+    slos = parse_slos(options.slo_texts) if options.slo_texts else ()
+    real = from_jsonl(options.requests_log, max_tokens=1) if options.requests_log else []
+    levels = parse_int_list(options.concurrency, "--concurrency") if options.concurrency else None
+    if options.budget <= 0:
         raise click.BadParameter("must be above 0 minutes", param_hint="--budget")
-    deadline = time.monotonic() + 60 * opts["budget"]
-    lint_findings = _lint(opts)
-    with _target(opts, real, console) as (target, managed, cold):
+    deadline = time.monotonic() + 60 * options.budget
+    lint_findings = _lint(options)
+    with _target(options, real, console) as (target, managed, cold):
         direct = None
-        if opts["direct_url"]:
+        if options.direct_url:
             direct = Target(
-                opts["direct_url"], target.model, None, target.engine_kind, opts["api_key"]
+                options.direct_url, target.model, None, target.engine_kind, options.target.api_key
             )
         ctx = DoctorContext(
             target=target,
@@ -115,10 +108,10 @@ def execute(opts: dict[str, Any]) -> None:
                 watcher.engine_kind,
                 target.api_key,
             )
-        ctx.shared["force_hol"] = bool(opts["hol"])
+        ctx.shared["force_hol"] = bool(options.hol)
         report = run_doctor(ctx, on_step=_progress(console), extra_findings=lint_findings)
-    _emit(report, opts, console)
-    if opts["fail_on_findings"] and report.findings:
+    _emit(report, options, console)
+    if options.fail_on_findings and report.findings:
         raise click.exceptions.Exit(1)
     if report.failed_steps and not any(s.status == "ok" for s in report.steps):
         raise click.exceptions.Exit(1)  # nothing could be measured: not a success
@@ -140,22 +133,22 @@ def _progress(console: Console) -> Any:
     return on_step
 
 
-def _lint(opts: dict[str, Any]) -> list[Any]:
+def _lint(options: DoctorOptions) -> list[Any]:
     from ttft.doctor.lint_bridge import lint_findings
 
-    return lint_findings(opts["nginx_conf"], opts["engine_cmd"])
+    return lint_findings(options.nginx_conf, options.engine_cmd)
 
 
-def _emit(report: Any, opts: dict[str, Any], console: Console) -> None:
+def _emit(report: Any, options: DoctorOptions, console: Console) -> None:
     from ttft.report.doctor import doctor_markdown, print_doctor
 
-    if opts["fmt"] == "json":
+    if options.fmt == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
-    elif opts["fmt"] == "markdown":
+    elif options.fmt == "markdown":
         click.echo(doctor_markdown(report))
     else:
         print_doctor(report, Console())
-    out: Path | None = opts["out_dir"]
+    out: Path | None = options.out_dir
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "report.json").write_text(json.dumps(report.to_dict(), indent=2))

@@ -13,7 +13,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ttft.core.errors import TtftError
@@ -193,3 +193,11 @@ class ServerTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return self.client.detokenize(ids)
+
+
+def complete_target(target: Target) -> Target:
+    """The target with what the user left out filled in from the server: the metrics URL (the
+    server's ``/metrics``) and the model (the first of ``GET /v1/models``)."""
+    metrics_url = target.metrics_url or target.root + "/metrics"
+    model = target.model or ControlClient(target).model_id()
+    return replace(target, metrics_url=metrics_url, model=model)

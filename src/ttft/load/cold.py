@@ -8,17 +8,20 @@ each time, and the engine's own start-up time beside it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from ttft.client.stream import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
+from ttft.core.slo import Slo
+from ttft.core.summary import BenchSummary, summarize_run
 from ttft.core.target import Target
 from ttft.engines.control import ServerTokenizer
 from ttft.load.calibrate import template_overhead_without_inference
-from ttft.load.sink import JsonlSink
+from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
 from ttft.workload.exact_length import text_of_tokens
 
 COLD_CELL = "cold start"
@@ -84,3 +87,47 @@ def measure_cold_starts(
             if on_sample is not None:
                 on_sample(sample)
     return out
+
+
+@dataclass
+class ColdRun:
+    """A cold-start run: the summary of the first requests, and each start-up time, sorted."""
+
+    summary: BenchSummary
+    startups_s: list[float]
+
+
+def run_cold_bench(
+    launch: Callable[[], AbstractContextManager[ManagedEngine]],
+    samples: int,
+    prompt_tokens: int,
+    records_path: Path,
+    slos: Sequence[Slo] = (),
+    *,
+    on_sample: Callable[[ColdSample], None] | None = None,
+) -> ColdRun:
+    """``samples`` cold starts appended to ``records_path`` as they finish, then summarized.
+
+    Throughput over restarts means nothing, so the summary's window is the requests' own time.
+    """
+    with JsonlSink(records_path) as sink:
+        sink.write(
+            {
+                "type": "run",
+                "schema": RESULTS_SCHEMA,
+                "mode": "cold",
+                "prompt_tokens": prompt_tokens,
+            }
+        )
+        done = measure_cold_starts(launch, samples, prompt_tokens, sink, on_sample=on_sample)
+        sink.write({"type": "end"})
+    startups = sorted(s.startup_s for s in done)
+    records = [s.record for s in done]
+    busy = sum((r.done_ns or 0) - (r.sent_ns or 0) for r in records if r.sent_ns is not None)
+    summary = summarize_run(
+        records,
+        duration_ns=busy or None,
+        slos=slos,
+        meta={"mode": "cold", "startup_s": startups, "prompt_tokens": prompt_tokens},
+    )
+    return ColdRun(summary, startups)

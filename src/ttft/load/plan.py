@@ -3,35 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from ttft.core.errors import TtftError
 from ttft.load.runner import CellPlan
-from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop
+from ttft.workload.arrival import Arrival, OpenLoop
 from ttft.workload.builders import from_jsonl, from_sharegpt, length_buckets, shared_prefix
-from ttft.workload.requests import ApiStyle, WorkItem
+from ttft.workload.requests import WorkItem
+from ttft.workload.spec import WorkloadSpec
 from ttft.workload.tokenizer import Tokenizer
 
-
-@dataclass
-class WorkloadSpec:
-    """Which prompts: length buckets (default), a shared-prefix set, or a file."""
-
-    buckets: Sequence[int] = (512, 2400, 8000)
-    requests: int = 200
-    max_tokens: int = 1
-    api: ApiStyle = "chat"
-    shared_prefix: tuple[int, int] | None = None  # (prefix tokens, suffix tokens)
-    prompt_file: Path | None = None
-    sharegpt_file: Path | None = None
-    warmup: int = 0
-    seed: str = "ttft"
-    arrivals: Sequence[Arrival] = field(default_factory=lambda: [ClosedLoop(c) for c in (1, 8, 32)])
-    max_in_flight: int | None = None
-
-
 Progress = Callable[[int, int], None]
+
+
+def check_fits_context(spec: WorkloadSpec, limit: int | None) -> None:
+    """Refuse up front a bucket the server cannot take (``limit``: its tokens per request, None
+    when it does not say), instead of sending hundreds of requests that get HTTP 400."""
+    if limit is None or spec.prompt_file is not None or spec.sharegpt_file is not None:
+        return
+    longest = sum(spec.shared_prefix) if spec.shared_prefix else max(spec.buckets)
+    if longest + spec.max_tokens > limit:
+        raise TtftError(
+            f"prompts of {longest} tokens plus {spec.max_tokens} output tokens exceed the "
+            f"server's context of {limit} tokens per request",
+            "choose smaller --buckets, or give the server more context (llama-server: -c is "
+            "shared by the -np slots; vLLM: --max-model-len)",
+        )
 
 
 def _file_items(spec: WorkloadSpec) -> list[WorkItem]:

@@ -21,10 +21,11 @@ from ttft.core.summary import BenchSummary, summarize_run
 from ttft.core.target import Target
 from ttft.load.bench import BenchResult, run_cells
 from ttft.load.calibrate import template_overhead, template_overhead_without_inference
-from ttft.load.plan import WorkloadSpec, build_cells
+from ttft.load.plan import build_cells
 from ttft.load.runner import CellPlan
 from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
 from ttft.workload.arrival import ClosedLoop
+from ttft.workload.spec import WorkloadSpec
 from ttft.workload.tokenizer import Tokenizer
 
 

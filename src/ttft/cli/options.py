@@ -1,0 +1,57 @@
+"""Typed options of the commands that measure a live service, built once from click's values.
+
+The flows in ``bench_run`` and ``doctor_run`` read attributes, never strings: a misspelled option
+is a type error, not a KeyError at run time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ttft.cli.target_options import TargetOptions
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    target: TargetOptions
+    api: str
+    profile: str | None
+    buckets: str | None
+    n_requests: int | None
+    concurrency: str | None
+    rates: tuple[str, ...]
+    burstiness: float
+    max_in_flight: int | None
+    max_tokens: int
+    warmup: int
+    shared_prefix: str | None
+    prompt_file: Path | None
+    sharegpt: Path | None
+    tokenizer_path: Path | None
+    slo_texts: tuple[str, ...]
+    timeout_s: float
+    out_dir: Path | None
+    cold_samples: int | None
+    seed: str
+
+    @property
+    def profile_name(self) -> str:
+        """The article's profile against a service, the quick one on the embedded engine."""
+        return self.profile or ("article" if self.target.url else "quick")
+
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    target: TargetOptions
+    direct_url: str | None
+    requests_log: Path | None
+    nginx_conf: Path | None
+    engine_cmd: str | None
+    slo_texts: tuple[str, ...]
+    concurrency: str | None
+    hol: bool
+    budget: float
+    out_dir: Path | None
+    fmt: str
+    fail_on_findings: bool

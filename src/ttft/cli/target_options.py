@@ -1,0 +1,97 @@
+"""The options that name a live service, shared by every command that measures one.
+
+``@target_options`` adds ``--url``, ``--model``, ``--api-key``, ``--metrics-url``, ``--engine`` and
+``--header`` with one spelling and one help text, and hands the command a typed
+``TargetOptions`` instead of six loose keyword arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from ttft.cli.engine_choice import EngineKind
+from ttft.core.errors import TtftError
+from ttft.core.target import Target
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    url: str | None
+    model: str | None
+    api_key: str | None
+    metrics_url: str | None
+    engine_kind: str | None
+    headers: tuple[str, ...] = ()
+
+    def header_dict(self) -> dict[str, str]:
+        return dict(parse_header(h) for h in self.headers)
+
+    def target(self) -> Target | None:
+        """The user's service as given (None: no --url, the embedded engine is meant)."""
+        if not self.url:
+            return None
+        return Target(
+            self.url,
+            self.model,
+            self.metrics_url,
+            self.engine_kind,
+            self.api_key,
+            self.header_dict(),
+        )
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip():
+        raise TtftError(f"--header {text!r} is not 'Name: value'", "e.g. --header 'X-Team: infra'")
+    return name.strip(), value.strip()
+
+
+_OPTIONS = (
+    click.option(
+        "--url",
+        default=None,
+        help="Service base URL (http://host:port). Default: start the embedded engine.",
+    ),
+    click.option("--model", default=None, help="Model name. Default: the first of GET /v1/models."),
+    click.option(
+        "--api-key", envvar="TTFT_API_KEY", default=None, help="Bearer key (or $TTFT_API_KEY)."
+    ),
+    click.option("--metrics-url", default=None, help="Prometheus endpoint. Default: URL/metrics."),
+    click.option(
+        "--engine",
+        "engine_kind",
+        type=EngineKind(),
+        default=None,
+        help="Engine kind (metric names, advice). Default: guessed from /metrics.",
+    ),
+    click.option("--header", "headers", multiple=True, help="Extra request header 'Name: value'."),
+)
+
+
+def target_options(command: F) -> F:
+    """Add the target options to a click command; it receives them as ``target=TargetOptions``."""
+
+    @functools.wraps(command)
+    def with_target(*args: Any, **kwargs: Any) -> Any:
+        target = TargetOptions(
+            url=kwargs.pop("url"),
+            model=kwargs.pop("model"),
+            api_key=kwargs.pop("api_key"),
+            metrics_url=kwargs.pop("metrics_url"),
+            engine_kind=kwargs.pop("engine_kind"),
+            headers=tuple(kwargs.pop("headers")),
+        )
+        return command(*args, target=target, **kwargs)
+
+    decorated: Any = with_target
+    for option in reversed(_OPTIONS):
+        decorated = option(decorated)
+    return decorated  # type: ignore[no-any-return]
