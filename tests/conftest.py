@@ -1,16 +1,38 @@
-"""Shared fixtures: one real embedded llama-server per test session, started once.
+"""The suite's three folders and what they may use, and one real embedded llama-server.
 
-The e2e tests must run, not skip: if the embedded extra is missing, the fixture fails loudly.
+- ``tests/unit``: pure (no sockets, no subprocesses; ``tests/unit/conftest.py`` enforces it),
+- ``tests/integration``: sockets, subprocesses, a real nginx (marker ``integration``),
+- ``tests/e2e``: the real engine (marker ``e2e``).
+Tests that start nginx carry the ``nginx`` marker; nginx missing is one clear message before any
+test runs, not a column of errors. The e2e tests must run, not skip: if the embedded extra is
+missing, the engine fixture fails loudly.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
+from ttft.testing.nginx import nginx_binary
+
+INTEGRATION = Path(__file__).parent / "integration"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    needs_nginx = False
+    for item in items:
+        if INTEGRATION in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
+        needs_nginx = needs_nginx or item.get_closest_marker("nginx") is not None
+    if needs_nginx and nginx_binary() is None:
+        raise pytest.UsageError(
+            "the selected tests need nginx, which is not installed: run `apt-get install -y "
+            "nginx-light` (scripts/test.sh does), or leave them out with -m 'not nginx'"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
 from ttft.testing.nginx import run_nginx
 from ttft.workload.text_source import sentence_text
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.nginx]
 
 DATA = Path(__file__).parent.parent / "data" / "doctor"
 

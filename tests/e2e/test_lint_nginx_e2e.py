@@ -20,7 +20,7 @@ from ttft.lint.nginx.config import load
 from ttft.lint.nginx.rules import NginxLintOptions, lint_config
 from ttft.testing.nginx import render, run_nginx
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.nginx]
 
 NGINX_DATA = Path(__file__).resolve().parents[1] / "data" / "nginx"
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import ttft
 
 EXPECTED = {
@@ -45,12 +42,6 @@ def test_every_public_name_resolves() -> None:
         assert getattr(ttft, name) is not None, name
 
 
-def test_importing_ttft_loads_no_layer_eagerly() -> None:
-    code = "import sys, ttft; print(sorted(m for m in sys.modules if m.startswith('ttft.')))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
-
 def test_no_library_module_imports_the_cli() -> None:
     """Layers point down: nothing under ttft imports ttft.cli except ttft.cli itself."""
     import pathlib
@@ -64,3 +55,57 @@ def test_no_library_module_imports_the_cli() -> None:
         if path.parts[len(root.parts)] != "cli" and cli_import.search(path.read_text())
     ]
     assert offenders == []
+
+
+# What each package may import (besides itself): the layers of docs/DESIGN.md, pointing down.
+LAYERS: dict[str, set[str]] = {
+    "core": set(),
+    "weights": {"core"},
+    "engines": {"core"},
+    "workload": {"core", "weights"},
+    "prompts": {"core", "workload", "weights"},
+    "client": {"core", "workload"},
+    "testing": {"core", "engines"},
+    "load": {"core", "client", "workload", "engines"},
+    "probe": {"core", "client", "workload", "engines", "load"},
+    "lint": {"core", "engines", "prompts", "workload", "weights"},
+    "gateway": {"core", "client", "workload", "engines", "prompts"},
+    "doctor": {"core", "engines", "lint", "probe", "load", "prompts", "workload", "client"},
+    "tune": {"core", "engines", "load", "probe", "prompts", "workload", "client", "doctor"},
+    "report": {"core", "doctor", "lint", "weights", "workload", "engines", "tune"},
+}
+
+
+def _imports_by_package() -> dict[str, set[str]]:
+    import ast
+    import pathlib
+
+    root = pathlib.Path(ttft.__file__).parent
+    found: dict[str, set[str]] = {}
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root)
+        if len(rel.parts) < 2:
+            continue
+        package = rel.parts[0]
+        for node in ast.walk(ast.parse(path.read_text())):  # lazy imports in functions too
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "ttft" and len(parts) > 1 and parts[1] != package:
+                    found.setdefault(package, set()).add(parts[1])
+    return found
+
+
+def test_every_package_imports_only_the_layers_below_it() -> None:
+    imports = _imports_by_package()
+    assert set(imports) - {"cli"} <= set(LAYERS), "a new package needs its place in LAYERS"
+    wrong = {pkg: sorted(used - LAYERS[pkg]) for pkg, used in imports.items() if pkg != "cli"}
+    assert {pkg: names for pkg, names in wrong.items() if names} == {}
+
+
+def test_the_gateway_a_runtime_path_imports_no_static_checker() -> None:
+    assert "lint" not in _imports_by_package()["gateway"]

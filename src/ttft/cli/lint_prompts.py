@@ -53,7 +53,7 @@ def _sources(
         server_sliding_window,
         template_from_server,
     )
-    from ttft.lint.prompts.sources import load_template
+    from ttft.prompts.sources import load_template
     from ttft.workload.hf_tokenizer import HFTokenizer
 
     template = load_template(template_path, template_name) if template_path else None

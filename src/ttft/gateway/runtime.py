@@ -246,7 +246,7 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
         }
         template = ChatTemplate(text, f"GET {source.name}/props (chat_template)", special)
     else:
-        from ttft.lint.prompts.sources import load_template
+        from ttft.prompts.sources import load_template
 
         template = load_template(Path(model.chat_template))
     if "<think>" in template.source or "reasoning_content" in template.source:

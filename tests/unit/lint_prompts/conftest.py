@@ -13,11 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from tokenizer_testkit import build_tokenizer_json  # noqa: F401 (a fixture)
 
-from ttft.lint.prompts.sources import load_template
 from ttft.lint.prompts.tokens import PromptTokens
 from ttft.prompts.chat_template import ChatTemplate
+from ttft.prompts.sources import load_template
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"
 REQUESTS = Path(__file__).resolve().parents[2] / "data" / "requests"
@@ -43,25 +43,6 @@ class WordTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return "".join(self.pieces[i] for i in ids)
-
-
-_HF_SPECIAL = ["<unk>", "<bos>", "<|im_start|>", "<|im_end|>"]
-
-
-def _build_tokenizer_json(path: Path, corpus: list[str]) -> Path:
-    """A word-level tokenizer.json trained on ``corpus``, with ChatML special tokens."""
-    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=_HF_SPECIAL))
-    tok.add_special_tokens(_HF_SPECIAL)
-    tok.save(str(path))
-    return path
-
-
-@pytest.fixture
-def build_tokenizer_json() -> Callable[[Path, list[str]], Path]:
-    """Writes a word-level tokenizer.json trained on a corpus (a model's file, in miniature)."""
-    return _build_tokenizer_json
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ttft.core.errors import TtftError
-from ttft.lint.prompts.sources import load_template
+from ttft.prompts.sources import load_template
 from ttft.workload.request_log import load_request_log, load_sample
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"

@@ -8,7 +8,6 @@ with known timing; the end-to-end check with the real engine lives in tests/e2e.
 from __future__ import annotations
 
 import http.server
-import shutil
 import socket
 import tempfile
 import threading
@@ -22,6 +21,8 @@ from nginx_testkit import BROKEN, FIXTURES, NGINX_DATA, lint_file
 
 from ttft.core.findings import Severity
 from ttft.testing.nginx import nginx_binary, nginx_test, prepare_prefix, rootless, run_nginx
+
+pytestmark = pytest.mark.nginx
 
 EVENTS, GAP_S = 4, 0.3
 
@@ -243,4 +244,3 @@ def test_helper_leaves_no_prefix_behind(nginx: str, vllm_like: str) -> None:
     with run_nginx("server { listen {listen}; location / { return 204; } }", vllm_like):
         pass
     assert set(Path(tempfile.gettempdir()).glob("ttft-nginx-*")) == before
-    assert shutil.which(nginx) or Path(nginx).exists()

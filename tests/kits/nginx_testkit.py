@@ -8,7 +8,7 @@ from ttft.core.findings import Finding
 from ttft.lint.nginx.config import NginxConfig, load
 from ttft.lint.nginx.rules import NginxLintOptions, lint_config
 
-NGINX_DATA = Path(__file__).resolve().parents[2] / "data" / "nginx"
+NGINX_DATA = Path(__file__).resolve().parents[1] / "data" / "nginx"
 FIXTURES = ("bad", "clean", "inheritance", "mixed")  # configs real nginx accepts
 BROKEN = ("broken", "missing-include")  # configs real nginx rejects
 

@@ -17,6 +17,8 @@ from gateway_testkit import gateway_for, scripted
 
 from ttft.testing.nginx import nginx_binary, run_nginx
 
+pytestmark = pytest.mark.nginx
+
 DEFAULTS = """
 server {
     listen {listen};

@@ -1,0 +1,27 @@
+"""A real tokenizer.json in miniature, for tests that need the Rust ``tokenizers`` path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+_HF_SPECIAL = ["<unk>", "<bos>", "<|im_start|>", "<|im_end|>"]
+
+
+def _build_tokenizer_json(path: Path, corpus: list[str]) -> Path:
+    """A word-level tokenizer.json trained on ``corpus``, with ChatML special tokens."""
+    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=_HF_SPECIAL))
+    tok.add_special_tokens(_HF_SPECIAL)
+    tok.save(str(path))
+    return path
+
+
+@pytest.fixture
+def build_tokenizer_json() -> Callable[[Path, list[str]], Path]:
+    """Writes a word-level tokenizer.json trained on a corpus (a model's file, in miniature)."""
+    return _build_tokenizer_json
