@@ -27,6 +27,7 @@ from typing import Any
 
 from ttft.client import errors
 from ttft.client.errors import RequestFailed
+from ttft.client.exchange import Exchange
 from ttft.client.http import ResponseParser
 
 _clock = time.perf_counter_ns
@@ -77,23 +78,23 @@ class Inbox:
         items, self._items = self._items, []
         for conn, data, t_ns, reason in items:
             if data is None:
-                conn._process_close(t_ns, reason)
+                conn._peer_closed(t_ns, reason)
             else:
-                conn._process(data, t_ns)
+                conn._feed(data, t_ns)
 
 
 
-class Connection:
-    """What the pool uses: ``start`` a request, ``abort``, and ``closed``. Subclasses read."""
+class Connection(Exchange):
+    """What the pool uses: ``start`` a request, ``abort``, and ``closed``. Subclasses read; the
+    inbox feeds the exchange in arrival order."""
 
     def __init__(self, inbox: Inbox) -> None:
+        super().__init__()
         self.closed = False
         self.requests = 0
         self.kernel_stamps = False  # whether reads carry the kernel's arrival time
         self.idle_since_ns = 0  # when it last went back to the pool
         self._inbox = inbox
-        self._parser: ResponseParser | None = None
-        self._waiter: asyncio.Future[bool] | None = None
 
     def start(
         self, parser: ResponseParser, payload: bytes, on_sent: Callable[[int], None]
@@ -102,16 +103,11 @@ class Connection:
         carry another. It raises ``RequestFailed`` (or a bug's exception) instead."""
         if self.closed:
             raise RequestFailed(errors.DISCONNECT, "the connection was closed before sending")
-        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._parser = parser
-        self._waiter = waiter
+        waiter = self._begin(parser)
         self.requests += 1
         on_sent(_clock())
         self._send(payload)
         return waiter
-
-    def abort(self) -> None:
-        raise NotImplementedError
 
     def usable(self) -> bool:
         """Whether an idle connection can carry another request (the peer has not closed it)."""
@@ -119,45 +115,6 @@ class Connection:
 
     def _send(self, payload: bytes) -> None:
         raise NotImplementedError
-
-    # -- parsing, from the inbox -------------------------------------------------------------
-
-    def _process(self, data: bytes, t_ns: int) -> None:
-        parser = self._parser
-        if parser is None:
-            self.abort()  # bytes nobody asked for: the connection cannot be trusted any more
-            return
-        try:
-            over = parser.feed(data, t_ns)
-        except Exception as exc:  # a malformed response, or a bug: wake the request with it
-            self._fail(exc)
-            return
-        if over:
-            self._settle(parser.reusable and not parser.stopped)
-
-    def _process_close(self, t_ns: int, reason: str) -> None:
-        parser = self._parser
-        if parser is None:
-            return
-        try:
-            parser.eof(t_ns, reason)
-        except Exception as exc:
-            self._fail(exc)
-            return
-        self._settle(False)
-
-    def _settle(self, reusable: bool) -> None:
-        waiter, self._waiter, self._parser = self._waiter, None, None
-        if not reusable:
-            self.abort()
-        if waiter is not None and not waiter.done():
-            waiter.set_result(reusable)
-
-    def _fail(self, exc: BaseException) -> None:
-        waiter, self._waiter, self._parser = self._waiter, None, None
-        self.abort()
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(exc)
 
 
 class TcpConnection(Connection):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ttft.client import errors
 from ttft.client.errors import RequestFailed
+from ttft.client.exchange import Exchange
 from ttft.client.http import ResponseHead, ResponseParser, ResponseSink
 
 _clock = time.perf_counter_ns
@@ -29,16 +30,17 @@ _KEEP_ALIVE_TIMEOUT = re.compile(r"timeout\s*=\s*(\d+)")
 _DEFAULT_IDLE_S = 30.0
 
 
-class UpstreamConnection(asyncio.Protocol):
-    """One TCP connection to the engine."""
+class UpstreamConnection(asyncio.Protocol, Exchange):
+    """One TCP connection to the engine. Unlike the measuring client's own sockets it reads
+    through asyncio's transport, whose pause/resume gives the back-pressure a proxy needs; the
+    exchange bookkeeping is the client's (``ttft.client.exchange``)."""
 
     def __init__(self) -> None:
+        Exchange.__init__(self)
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.last_rx_ns = 0
         self.reuse_until = 0.0  # loop time after which an idle connection is not reused
-        self._parser: ResponseParser | None = None
-        self._waiter: asyncio.Future[bool] | None = None
         self._paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -48,17 +50,7 @@ class UpstreamConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         t_ns = _clock()
         self.last_rx_ns = t_ns
-        parser = self._parser
-        if parser is None:
-            self.abort()  # bytes nobody asked for: the connection is out of step
-            return
-        try:
-            over = parser.feed(data, t_ns)
-        except Exception as exc:  # malformed response, or the sink failed: end this exchange
-            self._fail(exc)
-            return
-        if over:
-            self._settle(parser.reusable and not parser.stopped)
+        self._feed(data, t_ns)
 
     def eof_received(self) -> bool:
         self._ended("")
@@ -69,23 +61,13 @@ class UpstreamConnection(asyncio.Protocol):
 
     def _ended(self, reason: str) -> None:
         self.closed = True
-        parser = self._parser
-        if parser is None:
-            return
-        try:
-            parser.eof(_clock(), reason)
-        except Exception as exc:
-            self._fail(exc)
-            return
-        self._settle(False)
+        self._peer_closed(_clock(), reason)
 
     def start(self, parser: ResponseParser, payload: bytes) -> asyncio.Future[bool]:
         assert self.transport is not None
         if self.closed or self.transport.is_closing():
             raise RequestFailed(errors.DISCONNECT, "the connection was closed before sending")
-        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._parser = parser
-        self._waiter = waiter
+        waiter = self._begin(parser)
         self.last_rx_ns = _clock()
         self.transport.write(payload)
         return waiter
@@ -106,19 +88,6 @@ class UpstreamConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
-    def _settle(self, reusable: bool) -> None:
-        waiter, self._waiter, self._parser = self._waiter, None, None
-        if not reusable:
-            self.abort()
-        if waiter is not None and not waiter.done():
-            waiter.set_result(reusable)
-
-    def _fail(self, exc: BaseException) -> None:
-        waiter, self._waiter, self._parser = self._waiter, None, None
-        self.abort()
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(exc)
-
 
 @dataclass(slots=True)
 class PoolStats:
@@ -128,7 +97,14 @@ class PoolStats:
 
 
 class UpstreamPool:
-    """Keep-alive connections to one engine; no cap of its own (admission control caps use)."""
+    """Keep-alive connections to one engine; no cap of its own (admission control caps use).
+
+    Its connections share the client's exchange mechanism; the pool keeps its own policy because
+    a proxy's differs from a measuring client's: it honours the engine's ``Keep-Alive: timeout``
+    and a bound on idle connections (a gateway lives for days), and watches each exchange for
+    silence, while the client's pool stamps reads in the kernel, opens one connection per
+    concurrent stream and detects servers that close after every answer.
+    """
 
     def __init__(
         self,
