@@ -42,6 +42,16 @@ def check_gguf(path: Path, label: str) -> tuple[GgufFile | None, list[Finding]]:
 
 
 def _check_tensors(gguf: GgufFile, label: str) -> list[Finding]:
+    """Each tensor's type, shape and alignment, then how the tensors lay out the data section."""
+    problems, sized = _check_each_tensor(gguf, label)
+    layout, covered, straddling = _check_layout(gguf, label, sized)
+    return problems + layout + _check_data_end(gguf, label, sized, covered, straddling)
+
+
+def _check_each_tensor(
+    gguf: GgufFile, label: str
+) -> tuple[list[Finding], list[tuple[GgufTensor, int]]]:
+    """Problems of single tensors, and the tensors whose size is known (with that size)."""
     problems: list[Finding] = []
     sized: list[tuple[GgufTensor, int]] = []
     for t in gguf.tensors:
@@ -88,8 +98,16 @@ def _check_tensors(gguf: GgufFile, label: str) -> list[Finding]:
         nbytes = t.nbytes
         assert nbytes is not None
         sized.append((t, nbytes))
+    return problems, sized
 
-    sized.sort(key=lambda item: (item[0].offset, item[1]))
+
+def _check_layout(
+    gguf: GgufFile, label: str, sized: list[tuple[GgufTensor, int]]
+) -> tuple[list[Finding], int, list[GgufTensor]]:
+    """Overlaps and tensors beyond the end; returns the bytes covered and the tensors that run
+    past the end of a truncated file (the end check reports those once)."""
+    problems: list[Finding] = []
+    sized = sorted(sized, key=lambda item: (item[0].offset, item[1]))
     covered = 0
     previous: GgufTensor | None = None
     straddling: list[GgufTensor] = []
@@ -127,7 +145,19 @@ def _check_tensors(gguf: GgufFile, label: str) -> list[Finding]:
         if end >= covered:
             previous = t
         covered = max(covered, end)
+    return problems, covered, straddling
 
+
+def _check_data_end(
+    gguf: GgufFile,
+    label: str,
+    sized: list[tuple[GgufTensor, int]],
+    covered: int,
+    straddling: list[GgufTensor],
+) -> list[Finding]:
+    """A truncated file, or bytes after the last tensor that belong to none."""
+    problems: list[Finding] = []
+    data_size = gguf.data_size
     if straddling:
         first = straddling[0]
         needed = gguf.data_offset + max(t.offset + (t.nbytes or 0) for t in straddling)
