@@ -54,6 +54,31 @@ def _stage(hooks: SessionHooks, text: str) -> None:
         hooks.on_stage(text)
 
 
+def _calibrate(
+    target: Target,
+    spec: WorkloadSpec,
+    tokenizer: Tokenizer | None,
+    fresh_server: bool,
+    hooks: SessionHooks,
+    notes: list[str],
+) -> tuple[int | None, bool]:
+    """The chat template's own tokens (so bucket lengths are what the server processes), and
+    whether the next request is still the server's first (a calibration request may take it)."""
+    uses_files = spec.prompt_file is not None or spec.sharegpt_file is not None
+    if tokenizer is None or uses_files or spec.shared_prefix is not None:
+        return 0, fresh_server
+    _stage(hooks, "measuring the chat template's own tokens")
+    overhead = template_overhead_without_inference(target, tokenizer) if spec.api == "chat" else 0
+    if overhead is None:
+        overhead = asyncio.run(template_overhead(target, tokenizer, spec.api))
+        if fresh_server:
+            fresh_server = False  # that request was the cold one; it is not comparable
+            notes.append("calibration took the server's first request: no cold figure")
+        if overhead is None:
+            notes.append("the server reports no token usage: bucket lengths count the content only")
+    return overhead, fresh_server
+
+
 def run_session(
     target: Target,
     spec: WorkloadSpec,
@@ -70,22 +95,7 @@ def run_session(
     request after a start is reported apart), the warm-up (kept, not counted), then each cell."""
     hooks = hooks or SessionHooks()
     notes: list[str] = []
-    overhead: int | None = 0
-    uses_files = spec.prompt_file is not None or spec.sharegpt_file is not None
-    if tokenizer is not None and not uses_files and spec.shared_prefix is None:
-        _stage(hooks, "measuring the chat template's own tokens")
-        overhead = (
-            template_overhead_without_inference(target, tokenizer) if spec.api == "chat" else 0
-        )
-        if overhead is None:
-            overhead = asyncio.run(template_overhead(target, tokenizer, spec.api))
-            if fresh_server:
-                fresh_server = False  # that request was the cold one; it is not comparable
-                notes.append("calibration took the server's first request: no cold figure")
-            if overhead is None:
-                notes.append(
-                    "the server reports no token usage: bucket lengths count the content only"
-                )
+    overhead, fresh_server = _calibrate(target, spec, tokenizer, fresh_server, hooks, notes)
     if spec.max_in_flight is not None:
         notes.append(
             f"client_wait includes time requests waited for your --max-in-flight "
