@@ -58,7 +58,9 @@ from ttft.cli.target_options import TargetOptions, target_options
     default=None,
     help="Write report.json and report.md here.",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "markdown", "sarif"]), default="text"
+)
 @click.option("--fail-on-findings", is_flag=True, help="Exit 1 when there is any finding (CI).")
 def doctor(target: TargetOptions, **opts: Any) -> None:
     """Find where time-to-first-token goes on a live service, cheapest fix first.

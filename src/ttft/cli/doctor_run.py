@@ -146,6 +146,10 @@ def _emit(report: Any, options: DoctorOptions, console: Console) -> None:
         click.echo(json.dumps(report.to_dict(), indent=2))
     elif options.fmt == "markdown":
         click.echo(doctor_markdown(report))
+    elif options.fmt == "sarif":  # the same findings as lint's, for code-scanning UIs
+        from ttft.report.findings import dumps, sarif_document
+
+        click.echo(dumps(sarif_document(report.findings)))
     else:
         print_doctor(report, Console())
     out: Path | None = options.out_dir

@@ -21,6 +21,7 @@ from ttft.report.findings import (
     dumps,
     exit_code,
     json_document,
+    markdown_document,
     render_text,
     sarif_document,
 )
@@ -68,7 +69,8 @@ def output_options(func: F) -> F:
         type=click.Choice(FORMATS),
         default="text",
         show_default=True,
-        help="text for people, json (schema ttft.lint/1) for programs, sarif for CI annotations.",
+        help="text for people, json (schema ttft.lint/1) for programs, markdown for tickets, "
+        "sarif for CI annotations.",
     )(func)
     return func
 
@@ -87,6 +89,8 @@ def emit(
         click.echo(dumps(json_document(kept, subject=subject)))
     elif format == "sarif":
         click.echo(dumps(sarif_document(kept)))
+    elif format == "markdown":
+        click.echo(markdown_document(kept, subject=subject))
     else:
         render_text(kept, Console(highlight=False), subject=subject)
     threshold = None if fail_on == "never" else Severity.parse(fail_on)

@@ -23,7 +23,14 @@ from ttft.core.target import Target
 from ttft.lint.prompts.prefix_cache import CACHE_MODEL_HELP, CACHE_MODELS
 from ttft.lint.prompts.tokens import PromptTokens
 from ttft.prompts.chat_template import ChatTemplate
-from ttft.report.findings import dumps, exit_code, json_document, render_text, sarif_document
+from ttft.report.findings import (
+    dumps,
+    exit_code,
+    json_document,
+    markdown_document,
+    render_text,
+    sarif_document,
+)
 from ttft.workload.request_log import ChatRequest
 from ttft.workload.tokenizer import Tokenizer
 
@@ -224,6 +231,9 @@ def prompts(
         document = sarif_document(found)
         document["runs"][0]["properties"] = {"prefix_cache": data}
         click.echo(dumps(document))
+    elif fmt == "markdown":
+        click.echo(markdown_document(found, subject=subject))
+        click.echo(saving_line(analysis))
     else:
         console = Console(highlight=False)
         render_text(found, console, subject=subject)

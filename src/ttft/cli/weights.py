@@ -21,7 +21,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from ttft.report.findings import dumps, sarif_document
+from ttft.report.findings import dumps, markdown_document, sarif_document
 from ttft.report.weights import print_report, size_text, stdout_console
 from ttft.weights import MANIFEST_NAME, VerifyOptions, verify, write_manifest
 from ttft.weights.manifest import list_files
@@ -102,10 +102,11 @@ def weights() -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "json", "sarif"]),
+    type=click.Choice(["text", "json", "markdown", "sarif"]),
     default="text",
     show_default=True,
-    help="text for people, json (schema ttft.weights.verify/1), sarif for code-scanning UIs.",
+    help="text for people, json (schema ttft.weights.verify/1), markdown for tickets, sarif "
+    "for code-scanning UIs.",
 )
 @click.option(
     "--no-hash", is_flag=True, help="Check structure and manifest entries, but hash nothing."
@@ -141,6 +142,8 @@ def verify_cmd(
         click.echo(json.dumps(report.to_dict(), indent=2))
     elif fmt == "sarif":
         click.echo(dumps(sarif_document(report.problems)))
+    elif fmt == "markdown":
+        click.echo(markdown_document(report.problems, subject=f"weights verify {report.root}"))
     else:
         print_report(stdout_console(report), report)
     if not report.ok:

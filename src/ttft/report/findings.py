@@ -23,7 +23,7 @@ JSON_SCHEMA = "ttft.lint/1"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
 
-FORMATS = ("text", "json", "sarif")
+FORMATS = ("text", "json", "markdown", "sarif")
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
@@ -120,6 +120,36 @@ def lint_dict(f: Finding) -> dict[str, Any]:
     if f.related:
         out["related"] = [loc.to_dict() for loc in f.related]
     return out
+
+
+# --- Markdown -------------------------------------------------------------------------------
+
+
+def markdown_document(findings: Sequence[Finding], *, subject: str = "") -> str:
+    """A findings report to paste into a pull request or a ticket: a section per finding."""
+    ordered = sort_findings(findings)
+    lines = [f"# ttft: {_md(subject)}" if subject else "# ttft findings", ""]
+    lines += [f"{summary_line(ordered)}", ""]
+    for f in ordered:
+        where = f" at `{f.location.display()}`" if f.location is not None else ""
+        lines += [f"## {f.severity.value}: {_md(f.title)}{where}", "", f"`{f.rule}`", ""]
+        lines.append(_md(f.describe()))
+        if f.action:
+            lines += ["", f"- **fix**: {_md(f.action)}"]
+        if f.gain:
+            lines.append(f"- **gain**: {_md(f.gain)}")
+        if f.tier is not None:
+            lines.append(f"- **cost tier**: {f.tier.label}")
+        lines += [f"- evidence: {_md(e.text())}" for e in f.evidence]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    """Text that Markdown shows as written (no accidental emphasis, tables or HTML)."""
+    for char in ("\\", "*", "_", "|", "<", ">", "#"):
+        text = text.replace(char, "\\" + char)
+    return text
 
 
 # --- SARIF 2.1.0 ----------------------------------------------------------------------------
