@@ -1,1 +1,1 @@
-"""Records, statistics, units and schemas: pure, no I/O."""
+"""Records, statistics, units, SLOs, findings and targets: pure, no I/O."""

@@ -1,1 +1,1 @@
-"""Terminal tables, JSON/CSV, Markdown."""
+"""Rendering for people and programs: terminal tables, JSON/CSV, Markdown, SARIF."""

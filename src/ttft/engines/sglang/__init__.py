@@ -1,0 +1,1 @@
+"""SGLang: adapter, flag table, its own lint rules, metric names."""

@@ -1,0 +1,1 @@
+"""Text Generation Inference: adapter and metric names (no flag table yet)."""

@@ -1,0 +1,1 @@
+"""vLLM: adapter, flag table, its own lint rules, metric names."""
