@@ -159,8 +159,7 @@ async def fetch(replica: Replica, call: control.Call, timeout_s: float = 5.0) ->
     headers = [("Accept-Encoding", "identity")]
     if raw is not None:
         headers.append(("Content-Type", "application/json"))
-    if replica.config.api_key:
-        headers.append(("Authorization", f"Bearer {replica.config.api_key}"))
+    headers.extend(replica.config.target.auth_headers().items())
     payload = request_bytes(method, replica.host_header, replica.path(path), raw, headers)
     sink = CollectSink()
     async with asyncio.timeout(timeout_s):
