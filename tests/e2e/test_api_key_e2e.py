@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,17 +90,25 @@ def test_bench_calibrates_and_measures_with_the_key(
 def test_the_gateway_reaches_a_keyed_upstream_with_its_key(engine_threads: int) -> None:
     import httpx
 
-    from ttft.gateway.config import from_mapping
+    from ttft.gateway.config import GatewayConfig, from_mapping
     from ttft.gateway.serve import GatewayThread
 
     # --swa-full: without it Gemma 3's server cannot pre-render (see test_gateway_e2e)
     extra = ("--api-key", KEY, "--swa-full")
     with launch_embedded(ctx_size=2048, parallel=1, threads=engine_threads, extra_args=extra) as e:
-        upstream = {"url": e.base_url, "api_key": KEY}
-        config = from_mapping(
-            {"listen": "127.0.0.1:0", "model": [{"name": "gemma", "upstreams": [upstream]}]}
-        )
-        with GatewayThread(config) as gw:
+
+        def config(upstream: dict[str, str]) -> GatewayConfig:
+            model = {"name": "gemma", "upstreams": [upstream]}
+            return from_mapping({"listen": "127.0.0.1:0", "model": [model]})
+
+        with GatewayThread(config({"url": e.base_url})) as gw:
+            # without the key: refused, said once, not retried for ever as "pending"
+            deadline = time.monotonic() + 30
+            while (state := gw.call(lambda g: g.models["gemma"].prerender_state)).startswith("pe"):
+                assert time.monotonic() < deadline, state
+                time.sleep(0.2)
+        assert state == f"disabled ({e.base_url} refused GET /props (HTTP 401))", state
+        with GatewayThread(config({"url": e.base_url, "api_key": KEY})) as gw:
             # pre-rendering is on only if /props and /apply-template answered the gateway's calls
             assert gw.call(lambda g: g.models["gemma"].prerender_state) == "on"
             messages = [{"role": "user", "content": "Hi"}]

@@ -345,6 +345,12 @@ async def _first_json(
                 return replica, data
         elif status in (404, 405, 501):
             raise TtftError(f"{replica.name} has no {call.method} {call.path} (answered {status})")
+        elif status in (401, 403):
+            # a server started with --api-key: retrying would only be refused again
+            raise TtftError(
+                f"{replica.name} refused {call.method} {call.path} (HTTP {status})",
+                'give this upstream the server\'s key: { url = "...", api_key = "..." }',
+            )
     return None
 
 
