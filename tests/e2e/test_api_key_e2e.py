@@ -2,7 +2,8 @@
 
 Every call they make (the chat stream, /v1/models, /props, /tokenize, /apply-template, /metrics)
 must carry the key: a control call sent without it would make doctor's steps incomplete or bench's
-prompt calibration fall back. Without the key both commands stop with a clear message.
+prompt calibration fall back. Without the key both commands stop with a clear message. The gateway
+reaches the same server with the upstream's configured key (its /props, /apply-template, chat).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,6 +85,38 @@ def test_bench_calibrates_and_measures_with_the_key(
     # /metrics was scraped with the key: the cells carry the engine's counters
     scraped = [x["server"] for x in lines if x["type"] == "metrics" and x["phase"] == "warm"]
     assert scraped and all(s and s["engine"] == "llamacpp" for s in scraped), scraped
+
+
+def test_the_gateway_reaches_a_keyed_upstream_with_its_key(engine_threads: int) -> None:
+    import httpx
+
+    from ttft.gateway.config import GatewayConfig, from_mapping
+    from ttft.gateway.serve import GatewayThread
+
+    # --swa-full: without it Gemma 3's server cannot pre-render (see test_gateway_e2e)
+    extra = ("--api-key", KEY, "--swa-full")
+    with launch_embedded(ctx_size=2048, parallel=1, threads=engine_threads, extra_args=extra) as e:
+
+        def config(upstream: dict[str, str]) -> GatewayConfig:
+            model = {"name": "gemma", "upstreams": [upstream]}
+            return from_mapping({"listen": "127.0.0.1:0", "model": [model]})
+
+        with GatewayThread(config({"url": e.base_url})) as gw:
+            # without the key: refused, said once, not retried for ever as "pending"
+            deadline = time.monotonic() + 30
+            while (state := gw.call(lambda g: g.models["gemma"].prerender_state)).startswith("pe"):
+                assert time.monotonic() < deadline, state
+                time.sleep(0.2)
+        assert state == f"disabled ({e.base_url} refused GET /props (HTTP 401))", state
+        with GatewayThread(config({"url": e.base_url, "api_key": KEY})) as gw:
+            # pre-rendering is on only if /props and /apply-template answered the gateway's calls
+            assert gw.call(lambda g: g.models["gemma"].prerender_state) == "on"
+            messages = [{"role": "user", "content": "Hi"}]
+            body = {"model": "gemma", "messages": messages, "max_tokens": 4}
+            answer = httpx.post(gw.url + "/v1/chat/completions", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-ttft-prerendered"] == "1"
+    assert answer.json()["choices"][0]["message"]["role"] == "assistant"
 
 
 @pytest.mark.parametrize("command", ["doctor", "bench"])

@@ -29,7 +29,7 @@ def scripted(script: Script | None = None, **fields: Any) -> Iterator[ScriptedSe
 
 @contextmanager
 def gateway_for(
-    upstreams: list[str], *, model: dict[str, Any] | None = None, **top: Any
+    upstreams: list[Any], *, model: dict[str, Any] | None = None, **top: Any
 ) -> Iterator[GatewayThread]:
     """A gateway on a free port in front of ``upstreams`` (model "m", pre-rendering off)."""
     table = {"name": "m", "upstreams": upstreams, "prerender": False, **(model or {})}

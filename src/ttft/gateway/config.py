@@ -22,11 +22,13 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from ttft.core.errors import TtftError
+from ttft.core.target import Target
 from ttft.engines.adapter import EngineAdapter
 from ttft.engines.registry import adapter_for, engine_kinds
 
@@ -54,6 +56,11 @@ class UpstreamConfig:
     prerender: bool | None = None  # None: the model's setting
     max_in_flight: int | None = None  # None: [admission].max_in_flight
     api_key: str | None = None  # sent upstream as a bearer token (not the client's key)
+
+    @cached_property
+    def target(self) -> Target:
+        """The replica as a Target: its auth headers are what every request to it carries."""
+        return Target(self.url, api_key=self.api_key)
 
     @property
     def scheme(self) -> str:

@@ -111,8 +111,7 @@ class Proxy:
         headers = [("Content-Type", "application/json"), ("Accept-Encoding", "identity")]
         if plan.stream:
             headers.append(("Accept", "text/event-stream"))
-        if replica.config.api_key:
-            headers.append(("Authorization", f"Bearer {replica.config.api_key}"))
+        headers.extend(replica.config.target.auth_headers().items())
         if plan.request_id:
             headers.append(("X-Request-Id", plan.request_id))
         payload = request_bytes(

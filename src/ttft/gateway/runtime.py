@@ -159,8 +159,7 @@ async def fetch(replica: Replica, call: control.Call, timeout_s: float = 5.0) ->
     headers = [("Accept-Encoding", "identity")]
     if raw is not None:
         headers.append(("Content-Type", "application/json"))
-    if replica.config.api_key:
-        headers.append(("Authorization", f"Bearer {replica.config.api_key}"))
+    headers.extend(replica.config.target.auth_headers().items())
     payload = request_bytes(method, replica.host_header, replica.path(path), raw, headers)
     sink = CollectSink()
     async with asyncio.timeout(timeout_s):
@@ -346,6 +345,12 @@ async def _first_json(
                 return replica, data
         elif status in (404, 405, 501):
             raise TtftError(f"{replica.name} has no {call.method} {call.path} (answered {status})")
+        elif status in (401, 403):
+            # a server started with --api-key: retrying would only be refused again
+            raise TtftError(
+                f"{replica.name} refused {call.method} {call.path} (HTTP {status})",
+                'give this upstream the server\'s key: { url = "...", api_key = "..." }',
+            )
     return None
 
 

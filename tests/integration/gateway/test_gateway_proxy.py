@@ -96,6 +96,19 @@ def test_the_client_key_is_required_when_keys_are_configured(chat_body: dict[str
     assert health.status_code == 200  # public by default, like /metrics
 
 
+def test_the_upstreams_own_key_goes_upstream_and_the_clients_key_does_not(
+    chat_body: dict[str, Any],
+) -> None:
+    with scripted(first_token_delay_ms=1) as up:
+        keyed = {"url": up.base_url, "api_key": "sk-upstream"}
+        with gateway_for([keyed], api_keys=["sk-client"]) as gw:
+            headers = {"Authorization": "Bearer sk-client"}
+            answer = httpx.post(gw.url + "/v1/chat/completions", json=chat_body, headers=headers)
+        seen = up.snapshot().logs[-1].headers
+    assert answer.status_code == 200 and "[DONE]" in answer.text
+    assert seen["authorization"] == "Bearer sk-upstream"
+
+
 def test_bad_input_gets_a_clear_4xx_and_the_gateway_keeps_serving() -> None:
     bad: list[tuple[bytes, int, str]] = [
         (b"{not json", 400, "not valid JSON"),
