@@ -2,49 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import os
 from pathlib import Path
 
 import click
 
 from ttft.cli.engine_choice import EngineKind
+from ttft.cli.gateway_options import GatewayCliOptions
 from ttft.core.errors import TtftError
 from ttft.gateway import config as gwconfig
-from ttft.gateway.config import GatewayConfig, ModelConfig, UpstreamConfig
-
-
-def _from_flags(
-    upstreams: tuple[str, ...],
-    model: str,
-    engine: str,
-    no_prerender: bool,
-    hygiene: bool,
-    tokenizer: Path | None,
-    chat_template: str,
-) -> GatewayConfig:
-    if not upstreams:
-        raise TtftError(
-            "no upstream: give --config FILE or at least one --upstream URL",
-            "ttft gateway --upstream http://127.0.0.1:8080 (repeat for replicas)",
-        )
-    ups = tuple(UpstreamConfig(url=gwconfig.check_upstream_url(u, "--upstream")) for u in upstreams)
-    if len({u.url for u in ups}) != len(ups):
-        raise TtftError("an --upstream URL is given twice")
-    return GatewayConfig(
-        models=(
-            ModelConfig(
-                name=model,
-                upstreams=ups,
-                engine=engine,
-                prerender=not no_prerender,
-                hygiene=hygiene,
-                tokenizer=str(tokenizer) if tokenizer else None,
-                chat_template=chat_template,
-            ),
-        )
-    )
 
 
 @click.command()
@@ -164,38 +130,24 @@ def gateway(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(message)s",
     )
-    if config_path is not None:
-        if upstreams:
-            raise TtftError(
-                "give either --config or --upstream, not both",
-                "list the upstreams in the config file's [[model]] table",
-            )
-        config = gwconfig.load(config_path)
-    else:
-        config = _from_flags(
-            upstreams, model, engine, no_prerender, hygiene, tokenizer, chat_template
-        )
-    if listen is not None:
-        host, port = gwconfig.parse_listen(listen, "--listen")
-        config = dataclasses.replace(config, host=host, port=port)
-    keys = list(config.api_keys) + list(api_keys)
-    if api_key_env is not None:
-        value = os.environ.get(api_key_env)
-        if value is None:
-            raise TtftError(f"--api-key-env: {api_key_env} is not set")
-        keys += [k.strip() for k in value.split(",") if k.strip()]
-    admission = config.admission
-    admission = dataclasses.replace(
-        admission,
-        max_in_flight=max_in_flight if max_in_flight is not None else admission.max_in_flight,
-        queue_size=queue_size if queue_size is not None else admission.queue_size,
-        long_prompt_tokens=long_prompt_tokens
-        if long_prompt_tokens is not None
-        else admission.long_prompt_tokens,
-        split_lanes=admission.split_lanes and not no_lanes,
-        queue_timeout_s=queue_timeout if queue_timeout is not None else admission.queue_timeout_s,
-    )
-    config = dataclasses.replace(config, api_keys=tuple(keys), admission=admission)
+    config = GatewayCliOptions(
+        config_path=config_path,
+        upstreams=upstreams,
+        model=model,
+        engine=engine,
+        chat_template=chat_template,
+        tokenizer=tokenizer,
+        no_prerender=no_prerender,
+        hygiene=hygiene,
+        listen=listen,
+        api_keys=api_keys,
+        api_key_env=api_key_env,
+        max_in_flight=max_in_flight,
+        queue_size=queue_size,
+        long_prompt_tokens=long_prompt_tokens,
+        no_lanes=no_lanes,
+        queue_timeout=queue_timeout,
+    ).config()
     from ttft.gateway.app import Gateway
     from ttft.gateway.serve import run
 

@@ -6,6 +6,7 @@ import json
 import signal
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,37 @@ def _smoke_request(engine: RunningEngine) -> dict[str, Any]:
         reply: dict[str, Any] = json.loads(resp.read())
     reply["_elapsed_ms"] = (time.perf_counter() - started) * 1000
     return reply
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """``ttft serve``'s engine settings; None keeps the embedded engine's own default."""
+
+    model_path: Path | None
+    host: str
+    port: int
+    ctx_size: int
+    parallel: int | None
+    ubatch: int | None
+    flash_attn: str | None
+    load_mode: str | None
+    extra_args: tuple[str, ...]
+
+    def launch_settings(self) -> dict[str, Any]:
+        """Keyword arguments for ``launch_embedded`` (its names are LlamaServerConfig's)."""
+        settings: dict[str, Any] = {
+            "host": self.host,
+            "port": self.port,
+            "ctx_size": self.ctx_size,
+            "parallel": self.parallel,
+            "ubatch_size": self.ubatch,
+            "flash_attn": self.flash_attn,
+            "load_mode": self.load_mode,
+            "extra_args": self.extra_args,
+        }
+        if self.model_path is not None:
+            settings["model_path"] = self.model_path
+        return settings
 
 
 @click.command()
@@ -96,23 +128,14 @@ def serve(
     Example: `ttft serve --port 8080 --parallel 1`, then point any client at
     http://127.0.0.1:8080/v1.
     """
-    overrides: dict[str, Any] = {
-        "host": host,
-        "port": port,
-        "ctx_size": ctx_size,
-        "parallel": parallel,
-        "ubatch_size": ubatch,
-        "flash_attn": flash_attn,
-        "load_mode": load_mode,
-        "extra_args": extra_args,
-    }
-    if model_path is not None:
-        overrides["model_path"] = model_path
+    options = ServeOptions(
+        model_path, host, port, ctx_size, parallel, ubatch, flash_attn, load_mode, extra_args
+    )
     click.echo("starting llama-server ...", err=True)
     # SIGTERM (e.g. from a service manager) stops as cleanly as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        with launch_embedded(**overrides) as engine:
+        with launch_embedded(**options.launch_settings()) as engine:
             _announce(engine)
             if check:
                 reply = _smoke_request(engine)
