@@ -73,7 +73,9 @@ def test_a_trial_that_cannot_start_is_recorded_and_the_sweep_goes_on(tmp_path: P
     assert len(results) == 6
     rows = sweep_rows(results)
     assert [row["status"] for row in rows][-2:] == ["failed", "failed"]
-    saved = json.loads((tmp_path / "exp" / "trials" / failed[0].trial_id / "trial.json").read_text())
+    saved = json.loads(
+        (tmp_path / "exp" / "trials" / failed[0].trial_id / "trial.json").read_text()
+    )
     assert saved["status"] == "failed"
 
 
