@@ -123,7 +123,7 @@ def llama_settings(config: Config, *, per_slot_ctx: int, threads: int | None) ->
     for flag, value in config.items():
         known = _LLAMA_FIELDS.get(flag)
         if known is None:
-            extra.extend([flag, value])
+            extra.extend([flag] if value == "" else [flag, value])  # "" : a bare switch
             continue
         name, kind = known
         try:
