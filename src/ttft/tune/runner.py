@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -59,7 +59,11 @@ class HttpTrialSession:
     def measure(self, concurrency: int) -> LevelResult:
         count = max(self.workload.requests, 2 * concurrency)
         label = f"c={concurrency}"
-        warm = self.workload.items(concurrency, f"warmup/{label}")
+        # Warm-up fills every slot's cache with the shared prefix; one token of answer is enough.
+        warm = [
+            replace(item, body={**item.body, "max_tokens": 1})
+            for item in self.workload.items(concurrency, f"warmup/{label}")
+        ]
         items = self.workload.items(count, label)
         plans = [
             CellPlan(label, warm, ClosedLoop(concurrency), phase="warmup"),
