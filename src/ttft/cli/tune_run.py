@@ -104,10 +104,26 @@ def _progress(console: Console) -> Progress:
 def _print_table(title: str, columns: tuple[str, ...], rows: list[dict[str, str]]) -> None:
     table = Table(title=title)
     for column in columns:
-        table.add_column(column.replace("_", " "))
+        table.add_column(_HEADERS.get(column, column.replace("_", " ")))
     for row in rows:
         table.add_row(*(row[c] for c in columns))
-    Console().print(table)
+    # Piped output gets rich's 80 columns; these tables need more to stay readable.
+    console = Console()
+    Console(width=max(console.width, 150)).print(table)
+
+
+_HEADERS = {
+    "goodput_per_s": "goodput/s",
+    "ttft_p50_ms": "p50 ms",
+    "ttft_p95_ms": "p95 ms",
+    "ttft_p99_ms": "p99 ms",
+    "p50_ci_ms": "p50 95% CI",
+    "p95_ci_ms": "p95 95% CI",
+    "vs_previous_ms": "vs prev",
+    "vs_baseline_ms": "vs base",
+    "alone_vs_baseline_ms": "alone vs base",
+    "ci_apart": "CI apart",
+}
 
 
 def _write(exp: ExperimentDir, data: dict[str, Any], md: str, csv_text: str) -> None:
