@@ -21,7 +21,7 @@ def _workload_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--workload",
             "shape",
-            type=click.Choice(["shared-prefix", "timestamp-first", "log"]),
+            type=click.Choice(["shared-prefix", "timestamp-first", "unique", "log"]),
             default="shared-prefix",
             show_default=True,
             help="Prompts: one shared system prompt, a timestamp as its first line, or your log.",
@@ -88,6 +88,12 @@ def tune() -> None:
 )
 @click.option(
     "--dry-run", is_flag=True, help="Print each configuration's launch command; run nothing."
+)
+@click.option(
+    "--buckets",
+    default=None,
+    help="Prompt lengths in words (e.g. 400,1850 for ~512/2400 tokens): a second "
+    "table comparing every configuration across them, unique prompts each.",
 )
 @click.option("--start-load", type=int, default=1, show_default=True)
 @click.option(

@@ -4,6 +4,7 @@ tables on the terminal and in the experiment directory (JSON, Markdown, CSV)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shlex
 import signal
@@ -18,6 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ttft.cli.bench_setup import parse_int_list
 from ttft.core.errors import TtftError
 from ttft.core.slo import Slo, parse_slos
 from ttft.core.target import Target
@@ -39,6 +41,7 @@ from ttft.tune.tables import (
     SWEEP_COLUMNS,
     ab_json,
     ab_rows,
+    bucket_rows,
     sweep_json,
     sweep_rows,
     to_csv,
@@ -182,6 +185,8 @@ def execute_sweep(opts: dict[str, Any]) -> None:
         to_markdown("tune sweep", SWEEP_COLUMNS, rows),
         to_csv(SWEEP_COLUMNS, rows),
     )
+    if opts["buckets"]:
+        _bucket_axis(opts, configs, exp, workload, slos, search, console)
     console.print(f"results: {exp.root}/ (summary.json, summary.md, summary.csv, trials/)")
     if choice is None:
         console.print("[red]no configuration held the SLOs at any load[/red]")
@@ -189,6 +194,36 @@ def execute_sweep(opts: dict[str, Any]) -> None:
     click.echo(f"chosen: {config_label(choice.config)}")
     if choice.launch_command:
         click.echo(f"launch: {shlex.join(choice.launch_command)}")
+
+
+def _bucket_axis(
+    opts: dict[str, Any],
+    configs: list[dict[str, str]],
+    exp: ExperimentDir,
+    workload: TuneWorkload,
+    slos: tuple[Slo, ...],
+    search: SearchSettings,
+    console: Console,
+) -> None:
+    """The prompt-length axis: the same configurations on unique prompts of each length."""
+    by_bucket: dict[int, list[TrialResult]] = {}
+    with _sigterm_stops_cleanly(), _progress(console) as progress:
+        words = parse_int_list(opts["buckets"], "--buckets")
+        task = progress.add_task("prompt lengths", total=len(words) * len(configs), status="")
+        for n in words:
+            bucket = dataclasses.replace(workload, shape="unique", prefix_words=n)
+
+            def on_trial(
+                i: int, t: int, c: Config, r: TrialResult | None, resumed: bool, n: int = n
+            ) -> None:
+                if r is not None:
+                    progress.update(task, advance=1, status=f"{n} words {config_label(c)}")
+
+            by_bucket[n] = run_sweep(configs, _runner(opts), exp, bucket, slos, search, on_trial)
+    columns, rows = bucket_rows(by_bucket)
+    _print_table("prompt-length axis (p50 at the lowest load)", tuple(columns), rows)
+    exp.write_report("buckets.md", to_markdown("prompt-length axis", columns, rows))
+    exp.write_report("buckets.csv", to_csv(columns, rows))
 
 
 def parse_change(text: str) -> Change:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ttft.tune.ab import AttributionRow
@@ -71,6 +71,24 @@ def sweep_rows(results: Sequence[TrialResult]) -> list[dict[str, str]]:
             }
         )
     return rows
+
+
+def bucket_rows(
+    by_bucket: Mapping[int, Sequence[TrialResult]],
+) -> tuple[list[str], list[dict[str, str]]]:
+    """The prompt-length axis: per configuration, TTFT p50 at the lowest load and the best
+    goodput, one column pair per prompt length."""
+    columns = ["config"]
+    for words in by_bucket:
+        columns += [f"{words}w_p50_ms", f"{words}w_goodput_per_s"]
+    rows: dict[str, dict[str, str]] = {}
+    for words, results in by_bucket.items():
+        for r in results:
+            row = rows.setdefault(config_label(r.config), {"config": config_label(r.config)})
+            first = r.levels[0] if r.levels else None
+            row[f"{words}w_p50_ms"] = "" if first is None else _num(first.ttft_p50_ms)
+            row[f"{words}w_goodput_per_s"] = "" if r.best is None else _num(r.best.goodput_per_s, 2)
+    return columns, [{c: row.get(c, "") for c in columns} for row in rows.values()]
 
 
 def ab_rows(rows: Sequence[AttributionRow]) -> list[dict[str, str]]:

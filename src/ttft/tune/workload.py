@@ -20,7 +20,8 @@ from ttft.workload.request_log import load_request_log
 from ttft.workload.requests import WorkItem, chat_body
 from ttft.workload.text_source import sentence_text
 
-Shape = Literal["shared-prefix", "timestamp-first", "log"]
+# unique: every request its own prompt of prefix_words (the prompt-length axis, no cache hits)
+Shape = Literal["shared-prefix", "timestamp-first", "unique", "log"]
 # Request transforms an A/B step can apply; the same move the gateway's hygiene makes.
 TRANSFORMS = ("move-dynamic",)
 
@@ -68,6 +69,8 @@ class TuneWorkload:
             for i in range(count):
                 user = sentence_text(f"{self.seed}/{tag}/user/{i}", self.suffix_words)
                 text = system
+                if self.shape == "unique":
+                    text = sentence_text(f"{self.seed}/{tag}/system/{i}", self.prefix_words)
                 if self.shape == "timestamp-first":
                     # A clock that moves per request, as an application's "now" would.
                     stamp = _CLOCK_START + dt.timedelta(seconds=37 * i + 3 * len(tag))

@@ -11,7 +11,14 @@ from ttft.core.slo import parse_slos
 from ttft.tune.experiment import ExperimentDir
 from ttft.tune.space import Config, configurations, parse_space
 from ttft.tune.sweep import SearchSettings, chosen, pareto_ids, rank, run_sweep
-from ttft.tune.tables import SWEEP_COLUMNS, sweep_json, sweep_rows, to_csv, to_markdown
+from ttft.tune.tables import (
+    SWEEP_COLUMNS,
+    bucket_rows,
+    sweep_json,
+    sweep_rows,
+    to_csv,
+    to_markdown,
+)
 from ttft.tune.workload import TuneWorkload
 
 SLOS = parse_slos("ttft:p99<600ms")
@@ -105,3 +112,31 @@ def test_pareto_front_and_reports(tmp_path: Path) -> None:
     assert csv_text.splitlines()[0].startswith("rank,config,status")
     data = sweep_json(results, ["ttft:p99<600ms"], best)
     assert data["schema"] == "ttft.tune.sweep/1" and data["chosen"]["config"]["-np"] == "4"
+
+
+def test_prompt_length_axis_compares_each_configuration_across_lengths(tmp_path: Path) -> None:
+    def by_length(config: Config, workload: TuneWorkload) -> float:
+        per_word = 0.5 if config.get("-fa") == "on" else 0.8
+        return workload.prefix_words * per_word
+
+    exp = ExperimentDir.open(tmp_path / "exp", {"kind": "sweep"}, resume=False)
+    configs = configurations(parse_space(["-fa=on,off"]))
+    by_bucket = {
+        words: run_sweep(
+            configs,
+            FakeRunner(by_length),
+            exp,
+            TuneWorkload(shape="unique", prefix_words=words, requests=4),
+            (),
+            SearchSettings(max_load=1),
+        )
+        for words in (400, 1850)
+    }
+    columns, rows = bucket_rows(by_bucket)
+    assert columns == [
+        "config", "400w_p50_ms", "400w_goodput_per_s", "1850w_p50_ms", "1850w_goodput_per_s"
+    ]  # fmt: skip
+    assert [r["config"] for r in rows] == ["-fa on", "-fa off"]
+    assert rows[0]["400w_p50_ms"] == "200" and rows[1]["1850w_p50_ms"] == "1480"
+    items = TuneWorkload(shape="unique", prefix_words=20).items(2, "c=1")
+    assert items[0].body["messages"][0] != items[1].body["messages"][0]
