@@ -158,6 +158,11 @@ class LlamaCppRunner:
         from ttft.engines.llamacpp.embedded import launch_embedded, llama_server_binary
         from ttft.engines.llamacpp.launch import build_argv
 
+        if "url" in config:
+            raise TtftError(
+                "a step with another target URL measures services ttft does not start",
+                "run tune ab with --url for chains that change the target",
+            )
         settings = llama_settings(config, per_slot_ctx=self.per_slot_ctx, threads=self.threads)
         if self.model_path is not None:
             settings["model_path"] = self.model_path
