@@ -138,7 +138,7 @@ def _measure(
             result.startup_s = session.startup_s
             level = session.measure(concurrency)
     except TtftError as exc:
-        result.status, result.reason = FAILED, f"engine did not start or stopped: {exc}"
+        result.status, result.reason = FAILED, str(exc)
         return result
     result.levels = [level]
     result.best = level if level.slo_passed else None

@@ -67,7 +67,7 @@ def run_trial(
                 min_gain=search.min_gain,
             )
     except TtftError as exc:
-        result.status, result.reason = FAILED, f"engine did not start or stopped: {exc}"
+        result.status, result.reason = FAILED, str(exc)
         return result
     result.levels, result.best, result.saturated = outcome.levels, outcome.best, outcome.saturated
     if all(level.ok == 0 for level in outcome.levels):
