@@ -142,6 +142,23 @@ def test_a_sigkilled_sweep_resumes_without_rerunning_finished_trials(
     assert "chosen: -np" in done.stdout and "launch: " in done.stdout
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_and_sigterm_stop_the_running_trials_engine(
+    tmp_path: Path, marker: str, signum: int
+) -> None:
+    out = tmp_path / "stopped"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    proc = subprocess.Popen(_sweep_cli(out), env=env, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not _engines_with(marker) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert _engines_with(marker), "no trial engine came up"
+    proc.send_signal(signum)
+    assert proc.wait(timeout=60) != 0
+    assert _wait_gone(marker, timeout_s=5.0) == []
+    assert not list((out / "trials").glob("*/trial.json"))  # the cut trial is not "finished"
+
+
 def test_ab_chain_attributes_each_step_with_ci_apart_gains(
     tmp_path: Path, marker: str, engine_threads: int
 ) -> None:
