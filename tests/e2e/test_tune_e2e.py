@@ -153,6 +153,12 @@ def test_ctrl_c_and_sigterm_stop_the_running_trials_engine(
     while not _engines_with(marker) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
     assert _engines_with(marker), "no trial engine came up"
+    # Signal it mid-measurement: once the first trial has recorded a request.
+    while time.monotonic() < deadline and not any(
+        '"type":"request"' in p.read_text() for p in (out / "trials").glob("*/records.jsonl")
+    ):
+        time.sleep(0.05)
+    assert _engines_with(marker), "the trial ended before it could be signalled"
     proc.send_signal(signum)
     assert proc.wait(timeout=60) != 0
     assert _wait_gone(marker, timeout_s=5.0) == []
