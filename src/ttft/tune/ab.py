@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ttft.core.errors import TtftError
 from ttft.core.slo import Slo
 from ttft.core.stats import Stats, describe
 from ttft.tune.experiment import ExperimentDir
@@ -128,8 +129,6 @@ def _measure(
     slos: Sequence[Slo],
     concurrency: int,
 ) -> TrialResult:
-    from ttft.core.errors import TtftError
-
     result = TrialResult(trial_id, dict(arm.flags), OK)
     records = exp.begin(trial_id)
     try:
