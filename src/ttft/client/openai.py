@@ -41,9 +41,8 @@ class ChatRequest:
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"messages": self.messages}
-        return _finish_body(
-            body, self.model, self.max_tokens, self.temperature, self.include_usage, self.extra
-        )
+        return _finish_body(body, self.model, self.max_tokens, self.temperature,
+                            self.include_usage, self.extra)
 
 
 @dataclass(slots=True)
@@ -59,18 +58,13 @@ class CompletionRequest:
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"prompt": self.prompt}
-        return _finish_body(
-            body, self.model, self.max_tokens, self.temperature, self.include_usage, self.extra
-        )
+        return _finish_body(body, self.model, self.max_tokens, self.temperature,
+                            self.include_usage, self.extra)
 
 
 def _finish_body(
-    body: dict[str, Any],
-    model: str | None,
-    max_tokens: int | None,
-    temperature: float | None,
-    include_usage: bool,
-    extra: dict[str, Any],
+    body: dict[str, Any], model: str | None, max_tokens: int | None,
+    temperature: float | None, include_usage: bool, extra: dict[str, Any],
 ) -> dict[str, Any]:
     if model is not None:
         body["model"] = model
@@ -159,9 +153,8 @@ class ChunkReader:
         chunk = _parse(data)
         if chunk is None:
             if data.strip():
-                self._fail(
-                    errors.PROTOCOL, f"stream data is not a JSON object: {data[:200]!r}", t_ns
-                )
+                self._fail(errors.PROTOCOL, f"stream data is not a JSON object: {data[:200]!r}",
+                           t_ns)
             return
         if chunk.get("error"):
             self._fail(errors.STREAM_ERROR, error_message(chunk), t_ns)
@@ -175,8 +168,7 @@ class ChunkReader:
         timings = chunk.get("timings")
         if timings is not None and isinstance(timings, dict):
             record.server_timings = {
-                k: float(v)
-                for k, v in timings.items()
+                k: float(v) for k, v in timings.items()
                 if isinstance(v, int | float) and not isinstance(v, bool)
             }
 

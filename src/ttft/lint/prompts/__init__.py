@@ -1,1 +1,2 @@
-"""Prompt lint: dynamic content in the prefix, prefix-cache models, token and template checks."""
+"""Prompt lint: dynamic content in the prefix, prefix-cache models, token and template checks.
+"""
