@@ -37,6 +37,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ttft.cli.serve:serve",
         "Run the embedded llama-server (Gemma 3 270M) in the foreground.",
     ),
+    "tune": (
+        "ttft.cli.tune:tune",
+        "Sweep engine settings under SLOs and attribute A/B chains; resumable experiments.",
+    ),
     "weights": (
         "ttft.cli.weights:weights",
         "Verify weight files (safetensors, GGUF) and checksum manifests without loading them.",

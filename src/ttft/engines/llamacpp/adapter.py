@@ -69,5 +69,8 @@ ADAPTER = EngineAdapter(
         "-fa": ("on", "off"),
         "-ctk": ("f16", "q8_0"),
         "-ctv": ("f16", "q8_0"),
+        "--cache-reuse": ("0", "256"),
+        "-t": ("2", "4", "8"),
+        "-lm": ("mmap", "none"),
     },
 )

@@ -59,5 +59,12 @@ ADAPTER = EngineAdapter(
         "max-num-seqs": ("32", "64", "128", "256"),
         "gpu-memory-utilization": ("0.85", "0.88", "0.9"),
         "kv-cache-dtype": ("auto", "fp8"),
+        "enable-chunked-prefill": ("on", "off"),
+        "enable-prefix-caching": ("on", "off"),
+        # CUDA graph mode (vLLM >= 0.10.2 reads it from the compilation config).
+        "compilation-config": (
+            '{"cudagraph_mode":"PIECEWISE"}',
+            '{"cudagraph_mode":"FULL_AND_PIECEWISE"}',
+        ),
     },
 )

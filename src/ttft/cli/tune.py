@@ -1,0 +1,147 @@
+"""``ttft tune``: sweep engine configurations under SLOs, or attribute a chain of changes (A/B).
+
+Trials run the real engine (the embedded llama-server unless --url): each trial starts it, warms
+it up, measures, and stops it. Every trial lands in the experiment directory as it finishes, so
+a killed run continues with --resume and re-runs only what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ttft.cli.engine_choice import EngineKind
+
+
+def _workload_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option(
+            "--workload",
+            "shape",
+            type=click.Choice(["shared-prefix", "timestamp-first", "unique", "log"]),
+            default="shared-prefix",
+            show_default=True,
+            help="Prompts: one shared system prompt, a timestamp as its first line, or your log.",
+        ),
+        click.option("--request-log", type=click.Path(path_type=Path), default=None,
+                     help="JSONL of OpenAI chat bodies (with --workload log)."),
+        click.option("--prefix-words", type=int, default=120, show_default=True,
+                     help="System prompt length in words (~1.3 tokens each)."),
+        click.option("--suffix-words", type=int, default=12, show_default=True,
+                     help="Per-request user message length in words."),
+        click.option("--max-tokens", type=int, default=8, show_default=True),
+        click.option("--requests", type=int, default=8, show_default=True,
+                     help="Measured requests per load level (at least 2 rounds of the load)."),
+        click.option("--slo", "slo_texts", multiple=True,
+                     help="e.g. 'ttft:p99<600ms' (repeat). Goodput counts requests within all."),
+        click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+                     help="Experiment directory. Default: results/tune-<kind>-<time>."),
+        click.option("--resume", is_flag=True,
+                     help="Continue the experiment in --out; finished trials are not run again."),
+        click.option("--url", default=None,
+                     help="Measure a service you run (request-side changes only)."),
+        click.option("--model", "model_path", type=click.Path(path_type=Path), default=None,
+                     help="GGUF for llama-server. Default: the embedded Gemma 3 270M."),
+        click.option("--per-slot-ctx", type=int, default=2048, show_default=True,
+                     help="Context per llama-server slot; -c = this x -np."),
+        click.option("--threads", type=int, default=None, help="llama-server -t for every trial."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+@click.group()
+def tune() -> None:
+    """Tune engine settings and request shape against SLOs; every trial on disk, resumable.
+
+    \b
+      ttft tune sweep --param -np=1,2,4 --param -ub=128,512 --slo 'ttft:p99<600ms'
+      ttft tune sweep --engine vllm --launch 'vllm serve MODEL' --dry-run
+      ttft tune ab --workload timestamp-first --baseline 'baseline | -np=1' \\
+          --change 'timestamp moved last | move-dynamic' --change '-np 4 | -np=4'
+    """
+
+
+@tune.command()
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    help="FLAG=V1,V2,... to sweep (repeat). Default: the engine's tunables.",
+)
+@click.option(
+    "--engine",
+    "engine_kind",
+    type=EngineKind(),
+    default="llamacpp",
+    show_default=True,
+    help="Engine whose parameter space and flags to use.",
+)
+@click.option(
+    "--launch",
+    default=None,
+    help="The engine's launch command without tuned flags (for --dry-run).",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print each configuration's launch command; run nothing."
+)
+@click.option(
+    "--buckets",
+    default=None,
+    help="Prompt lengths in words (e.g. 400,1850 for ~512/2400 tokens): a second "
+    "table comparing every configuration across them, unique prompts each.",
+)
+@click.option("--start-load", type=int, default=1, show_default=True)
+@click.option(
+    "--max-load",
+    type=int,
+    default=16,
+    show_default=True,
+    help="Highest concurrency the load search tries.",
+)
+@_workload_options
+def sweep(**opts: Any) -> None:
+    """Every configuration of a parameter space: highest load within the SLOs, ranked."""
+    from ttft.cli.tune_run import execute_sweep
+
+    execute_sweep(opts)
+
+
+@tune.command()
+@click.option(
+    "--baseline",
+    default="baseline",
+    show_default=True,
+    help="'LABEL | ITEM ...': the starting point (items as in --change).",
+)
+@click.option(
+    "--change",
+    "changes",
+    multiple=True,
+    required=True,
+    help="'LABEL | ITEM ...', ITEM = FLAG=VALUE, move-dynamic, url=URL or tier=N "
+    "(repeat, one per step).",
+)
+@click.option(
+    "--fixed-order",
+    is_flag=True,
+    help="Keep the changes in the order given (default: cheapest first).",
+)
+@click.option("--concurrency", type=int, default=4, show_default=True)
+@click.option(
+    "--repeats",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Interleaved rounds over all steps (A B C A B C ...).",
+)
+@_workload_options
+def ab(**opts: Any) -> None:
+    """A chain of changes from a baseline: what each step gains, in sequence and alone."""
+    from ttft.cli.tune_run import execute_ab
+
+    execute_ab(opts)

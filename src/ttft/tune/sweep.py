@@ -1,0 +1,146 @@
+"""``tune sweep``: every configuration of a space gets a trial; rank by goodput under the SLOs.
+
+Each trial searches the highest load its configuration holds within the SLOs
+(``search.search_load``). The ranking puts the most goodput first; a configuration is on the
+Pareto front when no other has both a lower TTFT p99 and more goodput at its best load.
+Finished trials are read back from the experiment directory instead of being run again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ttft.core.errors import TtftError
+from ttft.core.slo import Slo
+from ttft.tune.experiment import ExperimentDir
+from ttft.tune.runner import TrialRunner
+from ttft.tune.search import search_load
+from ttft.tune.space import Config, config_id
+from ttft.tune.trial import FAILED, OK, TrialResult
+from ttft.tune.workload import TuneWorkload
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    start: int = 1
+    max_load: int = 16
+    min_gain: float = 0.05
+
+
+# (index, total, config, result or None while it starts, resumed from disk?)
+OnTrial = Callable[[int, int, Config, TrialResult | None, bool], None]
+
+
+def trial_key(
+    workload: TuneWorkload, slos: Sequence[Slo], search: SearchSettings
+) -> dict[str, object]:
+    """Everything besides the configuration that changes a trial's result."""
+    return {
+        "workload": workload.describe(),
+        "slos": [s.text for s in slos],
+        "search": [search.start, search.max_load, search.min_gain],
+    }
+
+
+def run_trial(
+    runner: TrialRunner,
+    exp: ExperimentDir,
+    trial_id: str,
+    config: Config,
+    workload: TuneWorkload,
+    slos: Sequence[Slo],
+    search: SearchSettings,
+) -> TrialResult:
+    """One trial: start, search the load, stop. A trial that fails is recorded with its reason
+    (the engine did not start, every request failed) and the sweep goes on."""
+    records = exp.begin(trial_id)
+    result = TrialResult(trial_id, dict(config), OK)
+    try:
+        with runner.open(config, workload, records, slos) as session:
+            result.launch_command = list(session.launch_command)
+            result.startup_s = session.startup_s
+            outcome = search_load(
+                session.measure,
+                start=search.start,
+                max_load=search.max_load,
+                min_gain=search.min_gain,
+            )
+    except TtftError as exc:
+        result.status, result.reason = FAILED, str(exc)
+        return result
+    result.levels, result.best, result.saturated = outcome.levels, outcome.best, outcome.saturated
+    if all(level.ok == 0 for level in outcome.levels):
+        errors = sorted({kind for lv in outcome.levels for kind in lv.errors})
+        result.status = FAILED
+        result.reason = "every request failed" + (f" ({', '.join(errors)})" if errors else "")
+    return result
+
+
+def run_sweep(
+    configs: Sequence[Config],
+    runner: TrialRunner,
+    exp: ExperimentDir,
+    workload: TuneWorkload,
+    slos: Sequence[Slo],
+    search: SearchSettings = SearchSettings(),
+    on_trial: OnTrial | None = None,
+) -> list[TrialResult]:
+    key = trial_key(workload, slos, search)
+    results: list[TrialResult] = []
+    for n, config in enumerate(configs):
+        trial_id = config_id(config, key)
+        done = exp.finished(trial_id)
+        if done is None:
+            if on_trial is not None:
+                on_trial(n, len(configs), config, None, False)
+            done = run_trial(runner, exp, trial_id, config, workload, slos, search)
+            exp.save(done)
+            resumed = False
+        else:
+            resumed = True
+        results.append(done)
+        if on_trial is not None:
+            on_trial(n, len(configs), config, done, resumed)
+    return results
+
+
+def _p99(result: TrialResult) -> float:
+    best = result.best
+    return float("inf") if best is None or best.ttft_p99_ms is None else best.ttft_p99_ms
+
+
+def _goodput(result: TrialResult) -> float:
+    return 0.0 if result.best is None else result.best.goodput_per_s
+
+
+def rank(results: Sequence[TrialResult]) -> list[TrialResult]:
+    """Most goodput at the best load first, then lower TTFT p99; trials that never held the
+    SLOs next, failed trials last."""
+
+    def key(r: TrialResult) -> tuple[int, float, float]:
+        tier = 0 if r.best is not None else (1 if r.status == OK else 2)
+        return tier, -_goodput(r), _p99(r)
+
+    return sorted(results, key=key)
+
+
+def pareto_ids(results: Sequence[TrialResult]) -> set[str]:
+    """Trials no other beats on both TTFT p99 (lower) and goodput (higher) at their best load."""
+    held = [r for r in results if r.best is not None]
+    front: set[str] = set()
+    for r in held:
+        dominated = any(
+            _p99(o) <= _p99(r)
+            and _goodput(o) >= _goodput(r)
+            and (_p99(o) < _p99(r) or _goodput(o) > _goodput(r))
+            for o in held
+        )
+        if not dominated:
+            front.add(r.trial_id)
+    return front
+
+
+def chosen(results: Sequence[TrialResult]) -> TrialResult | None:
+    ranked = rank(results)
+    return ranked[0] if ranked and ranked[0].best is not None else None

@@ -1,0 +1,157 @@
+"""Tables of a tune run as plain rows, and their Markdown, CSV and JSON (versioned) forms.
+
+The terminal rendering (rich) is the CLI's; everything here is text, so reports can be rebuilt
+from an experiment directory without a terminal.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ttft.tune.ab import AttributionRow
+from ttft.tune.space import config_label
+from ttft.tune.sweep import pareto_ids, rank
+from ttft.tune.trial import TrialResult
+
+SWEEP_SCHEMA = "ttft.tune.sweep/1"
+AB_SCHEMA = "ttft.tune.ab/1"
+
+SWEEP_COLUMNS = (
+    "rank",
+    "config",
+    "status",
+    "best_load",
+    "goodput_per_s",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "pareto",
+    "saturated",
+    "note",
+)
+AB_COLUMNS = (
+    "step",
+    "change",
+    "ttft_p50_ms",
+    "p50_ci_ms",
+    "ttft_p95_ms",
+    "p95_ci_ms",
+    "vs_previous_ms",
+    "vs_baseline_ms",
+    "alone_vs_baseline_ms",
+    "ci_apart",
+    "failed",
+)
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def sweep_rows(results: Sequence[TrialResult]) -> list[dict[str, str]]:
+    front = pareto_ids(results)
+    rows = []
+    for n, r in enumerate(rank(results), start=1):
+        best = r.best
+        note = r.reason or ("" if best is not None else "no load held the SLOs")
+        rows.append(
+            {
+                "rank": str(n),
+                "config": config_label(r.config),
+                "status": r.status,
+                "best_load": "" if best is None else str(best.concurrency),
+                "goodput_per_s": "" if best is None else _num(best.goodput_per_s, 2),
+                "ttft_p50_ms": "" if best is None else _num(best.ttft_p50_ms),
+                "ttft_p99_ms": "" if best is None else _num(best.ttft_p99_ms),
+                "pareto": "yes" if r.trial_id in front else "",
+                "saturated": "yes" if r.saturated else "",
+                "note": note,
+            }
+        )
+    return rows
+
+
+def bucket_rows(
+    by_bucket: Mapping[int, Sequence[TrialResult]],
+) -> tuple[list[str], list[dict[str, str]]]:
+    """The prompt-length axis: per configuration, TTFT p50 at the lowest load and the best
+    goodput, one column pair per prompt length."""
+    columns = ["config"]
+    for words in by_bucket:
+        columns += [f"{words}w_p50_ms", f"{words}w_goodput_per_s"]
+    rows: dict[str, dict[str, str]] = {}
+    for words, results in by_bucket.items():
+        for r in results:
+            row = rows.setdefault(config_label(r.config), {"config": config_label(r.config)})
+            first = r.levels[0] if r.levels else None
+            row[f"{words}w_p50_ms"] = "" if first is None else _num(first.ttft_p50_ms)
+            row[f"{words}w_goodput_per_s"] = "" if r.best is None else _num(r.best.goodput_per_s, 2)
+    return columns, [{c: row.get(c, "") for c in columns} for row in rows.values()]
+
+
+def ab_rows(rows: Sequence[AttributionRow]) -> list[dict[str, str]]:
+    out = []
+    for row in rows:
+        s = row.ttft
+        out.append(
+            {
+                "step": row.name,
+                "change": row.label,
+                "ttft_p50_ms": "" if s is None else _num(s.p50),
+                "p50_ci_ms": "" if s is None else f"{s.p50_ci.low:.0f}-{s.p50_ci.high:.0f}",
+                "ttft_p95_ms": "" if s is None else _num(s.p95),
+                "p95_ci_ms": "" if s is None else f"{s.p95_ci.low:.0f}-{s.p95_ci.high:.0f}",
+                "vs_previous_ms": _signed(row.vs_previous_ms),
+                "vs_baseline_ms": _signed(row.vs_baseline_ms),
+                "alone_vs_baseline_ms": _signed(row.alone_vs_baseline_ms),
+                "ci_apart": "" if row.significant is None else ("yes" if row.significant else "no"),
+                "failed": str(row.failed),
+            }
+        )
+    return out
+
+
+def _signed(value: float | None) -> str:
+    return "" if value is None else f"{value:+.0f}"
+
+
+def to_markdown(title: str, columns: Sequence[str], rows: Sequence[dict[str, str]]) -> str:
+    lines = [f"## {title}", "", "| " + " | ".join(columns) + " |"]
+    lines.append("|" + "---|" * len(columns))
+    for row in rows:
+        cells = [row.get(c, "").replace("|", "\\|") for c in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(columns: Sequence[str], rows: Sequence[dict[str, str]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def sweep_json(
+    results: Sequence[TrialResult], slos: Sequence[str], choice: TrialResult | None
+) -> dict[str, Any]:
+    return {
+        "schema": SWEEP_SCHEMA,
+        "slos": list(slos),
+        "table": sweep_rows(results),
+        "chosen": None if choice is None else choice.to_json(),
+        "trials": [r.to_json() for r in results],
+    }
+
+
+def ab_json(
+    rows: Sequence[AttributionRow], note: str | None, trials: dict[str, list[TrialResult]]
+) -> dict[str, Any]:
+    return {
+        "schema": AB_SCHEMA,
+        "table": ab_rows(rows),
+        "overlap_note": note,
+        "trials": {arm: [r.to_json() for r in runs] for arm, runs in trials.items()},
+    }

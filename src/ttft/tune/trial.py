@@ -1,0 +1,139 @@
+"""What one trial measured: a configuration, each load level tried on it, and its outcome.
+
+A ``LevelResult`` is one bench cell at one load (concurrency) reduced to what tuning compares;
+the full per-request records stay in the trial's ``records.jsonl``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ttft.core.metrics import get_metric
+from ttft.core.records import RequestRecord
+from ttft.core.slo import Slo
+from ttft.core.stats import Interval
+from ttft.core.summary import COLD, WARMUP, summarize
+from ttft.core.units import NS_PER_MS
+
+OK, FAILED = "ok", "failed"
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    """One load level on one configuration."""
+
+    concurrency: int
+    n: int
+    ok: int
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    ttft_p99_ms: float | None
+    ttft_p50_ci_ms: tuple[float, float] | None
+    ttft_p95_ci_ms: tuple[float, float] | None
+    goodput_per_s: float  # good requests per second (all requests when no SLO is set)
+    good_fraction: float
+    slo_passed: bool
+    errors: dict[str, int] = field(default_factory=dict)
+    # Every successful request's TTFT, so A/B steps can pool repeats and resume from disk.
+    ttft_ms: tuple[float, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LevelResult:
+        payload = dict(data)
+        for key in ("ttft_p50_ci_ms", "ttft_p95_ci_ms", "ttft_ms"):
+            if payload.get(key) is not None:
+                payload[key] = tuple(payload[key])
+        return cls(**payload)
+
+
+def _ttft_values(record: RequestRecord) -> list[float]:
+    metric = get_metric("ttft")
+    assert metric is not None, "ttft is a core metric"
+    return list(metric.values(record))
+
+
+def _ci_ms(interval: Interval) -> tuple[float, float]:
+    return interval.low / NS_PER_MS, interval.high / NS_PER_MS
+
+
+def level_from_records(
+    concurrency: int, records: Sequence[RequestRecord], duration_ns: int, slos: Sequence[Slo]
+) -> LevelResult:
+    """Reduce one cell's records (failed ones included: they are never good) to a level."""
+    cell = summarize(records, duration_ns=duration_ns, slos=slos)
+    ttft = cell.metrics.get("ttft")
+    stats = ttft.stats if ttft is not None else None
+    if cell.goodput is not None:
+        per_s = cell.goodput.per_s or 0.0
+        fraction = cell.goodput.fraction or 0.0
+    else:
+        per_s = cell.request_throughput or 0.0
+        fraction = cell.ok / cell.n if cell.n else 0.0
+    return LevelResult(
+        concurrency=concurrency,
+        n=cell.n,
+        ok=cell.ok,
+        ttft_p50_ms=None if stats is None else stats.p50 / NS_PER_MS,
+        ttft_p95_ms=None if stats is None else stats.p95 / NS_PER_MS,
+        ttft_p99_ms=None if stats is None else stats.p99 / NS_PER_MS,
+        ttft_p50_ci_ms=None if stats is None else _ci_ms(stats.p50_ci),
+        ttft_p95_ci_ms=None if stats is None else _ci_ms(stats.p95_ci),
+        goodput_per_s=per_s,
+        good_fraction=fraction,
+        slo_passed=cell.ok > 0 and cell.slos_passed,
+        errors=dict(cell.errors),
+        ttft_ms=tuple(
+            value / NS_PER_MS
+            for r in records
+            if r.ok and r.phase not in (WARMUP, COLD)
+            for value in _ttft_values(r)
+        ),
+    )
+
+
+@dataclass
+class TrialResult:
+    """One configuration's trial. ``best`` is the highest load that held the SLOs (None: none)."""
+
+    trial_id: str
+    config: dict[str, str]
+    status: str  # ok or failed
+    reason: str = ""  # why it failed, in words
+    levels: list[LevelResult] = field(default_factory=list)
+    best: LevelResult | None = None
+    saturated: bool = False  # the search stopped because more load gave no more goodput
+    launch_command: list[str] = field(default_factory=list)
+    startup_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "trial_id": self.trial_id,
+            "config": dict(self.config),
+            "status": self.status,
+            "reason": self.reason,
+            "levels": [level.to_json() for level in self.levels],
+            "best": None if self.best is None else self.best.to_json(),
+            "saturated": self.saturated,
+            "launch_command": list(self.launch_command),
+            "startup_s": self.startup_s,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrialResult:
+        best = data.get("best")
+        return cls(
+            trial_id=str(data["trial_id"]),
+            config={str(k): str(v) for k, v in data["config"].items()},
+            status=str(data["status"]),
+            reason=str(data.get("reason", "")),
+            levels=[LevelResult.from_json(level) for level in data.get("levels", [])],
+            best=None if best is None else LevelResult.from_json(best),
+            saturated=bool(data.get("saturated", False)),
+            launch_command=[str(a) for a in data.get("launch_command", [])],
+            startup_s=data.get("startup_s"),
+        )

@@ -1,0 +1,89 @@
+"""What a trial sends: shared-prefix prompts, prompts with a timestamp first, or a request log.
+
+Prompts are sized in words of deterministic filler text (about 1.3 tokens per word with common
+tokenizers), so a tune run needs no tokenizer; the records carry the prompt tokens the server
+counted. Every request gets its own user message, and every call of ``items`` its own seed tag, so
+warm-up prompts never hand the measured ones a prefix-cache hit beyond the shared part.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from ttft.core.errors import TtftError
+from ttft.gateway.hygiene import move_dynamic
+from ttft.workload.request_log import load_request_log
+from ttft.workload.requests import WorkItem, chat_body
+from ttft.workload.text_source import sentence_text
+
+# unique: every request its own prompt of prefix_words (the prompt-length axis, no cache hits)
+Shape = Literal["shared-prefix", "timestamp-first", "unique", "log"]
+# Request transforms an A/B step can apply; the same move the gateway's hygiene makes.
+TRANSFORMS = ("move-dynamic",)
+
+_CLOCK_START = dt.datetime(2026, 1, 5, 9, 0, 0, tzinfo=dt.UTC)
+
+
+@dataclass(frozen=True)
+class TuneWorkload:
+    shape: Shape = "shared-prefix"
+    prefix_words: int = 120
+    suffix_words: int = 12
+    max_tokens: int = 8
+    requests: int = 8  # at least this many per load level (and at least 2 rounds of the load)
+    log_path: Path | None = None
+    transforms: tuple[str, ...] = ()
+    seed: str = "tune"
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.transforms if t not in TRANSFORMS]
+        if unknown:
+            raise TtftError(f"unknown request transform {unknown[0]!r}", f"use {TRANSFORMS}")
+        if self.shape == "log" and self.log_path is None:
+            raise TtftError("a request-log workload needs the log's path")
+
+    def with_transforms(self, transforms: Sequence[str]) -> TuneWorkload:
+        return replace(self, transforms=tuple(transforms))
+
+    def describe(self) -> dict[str, Any]:
+        """What identifies the workload in an experiment's spec (and in trial ids)."""
+        data = asdict(self)
+        data["log_path"] = None if self.log_path is None else str(self.log_path)
+        data["transforms"] = list(self.transforms)
+        return data
+
+    def items(self, count: int, tag: str) -> list[WorkItem]:
+        if self.shape == "log":
+            assert self.log_path is not None
+            log = load_request_log(self.log_path)
+            if not log:
+                raise TtftError(f"{self.log_path} holds no requests")
+            bodies = [chat_body(log[i % len(log)].messages, self.max_tokens) for i in range(count)]
+        else:
+            system = sentence_text(f"{self.seed}/system", self.prefix_words)
+            bodies = []
+            for i in range(count):
+                user = sentence_text(f"{self.seed}/{tag}/user/{i}", self.suffix_words)
+                text = system
+                if self.shape == "unique":
+                    text = sentence_text(f"{self.seed}/{tag}/system/{i}", self.prefix_words)
+                if self.shape == "timestamp-first":
+                    # A clock that moves per request, as an application's "now" would.
+                    stamp = _CLOCK_START + dt.timedelta(seconds=37 * i + 3 * len(tag))
+                    text = f"Current time: {stamp:%Y-%m-%dT%H:%M:%SZ}\n{system}"
+                messages = [
+                    {"role": "system", "content": text},
+                    {"role": "user", "content": user},
+                ]
+                bodies.append(chat_body(messages, self.max_tokens))
+        return [self._transformed(body) for body in bodies]
+
+    def _transformed(self, body: dict[str, Any]) -> WorkItem:
+        if "move-dynamic" in self.transforms:
+            messages, _ = move_dynamic(body["messages"])
+            body = {**body, "messages": messages}
+        return WorkItem(body, "chat", self.shape)

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ttft.core.errors import TtftError
+from ttft.tune.runner import llama_settings
+from ttft.tune.workload import TuneWorkload
+
+
+def system_and_user(item: object) -> tuple[str, str]:
+    messages = item.body["messages"]  # type: ignore[attr-defined]
+    return messages[0]["content"], messages[-1]["content"]
+
+
+def test_shared_prefix_items_share_the_system_prompt_only() -> None:
+    items = TuneWorkload(prefix_words=50, suffix_words=5).items(3, "c=1")
+    systems = {system_and_user(i)[0] for i in items}
+    users = {system_and_user(i)[1] for i in items}
+    assert len(systems) == 1 and len(users) == 3
+    assert items[0].body["max_tokens"] == 8
+    # Another tag (warm-up, another level) gives other user messages, the same prefix.
+    other = TuneWorkload(prefix_words=50, suffix_words=5).items(1, "warmup/c=1")
+    assert system_and_user(other[0])[0] in systems
+    assert system_and_user(other[0])[1] not in users
+
+
+def test_timestamp_first_breaks_the_prefix_and_moving_it_restores_it() -> None:
+    workload = TuneWorkload(shape="timestamp-first", prefix_words=50)
+    items = workload.items(3, "c=4")
+    systems = [system_and_user(i)[0] for i in items]
+    assert all(s.startswith("Current time: ") for s in systems) and len(set(systems)) == 3
+    moved = workload.with_transforms(["move-dynamic"]).items(3, "c=4")
+    moved_systems = {system_and_user(i)[0] for i in moved}
+    assert len(moved_systems) == 1 and "Current time" not in next(iter(moved_systems))
+    for item in moved:
+        assert system_and_user(item)[1].splitlines()[-1].startswith("Current time: ")
+
+
+def test_request_log_workload_cycles_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    bodies = [{"messages": [{"role": "user", "content": f"q{i}"}]} for i in range(2)]
+    log.write_text("\n".join(json.dumps(b) for b in bodies) + "\n")
+    items = TuneWorkload(shape="log", log_path=log, max_tokens=4).items(3, "c=1")
+    assert [system_and_user(i)[1] for i in items] == ["q0", "q1", "q0"]
+    with pytest.raises(TtftError, match="log's path"):
+        TuneWorkload(shape="log")
+    with pytest.raises(TtftError, match="unknown request transform"):
+        TuneWorkload(transforms=("pre-render",))
+
+
+def test_llama_settings_scale_the_context_with_the_slots() -> None:
+    settings = llama_settings(
+        {"-np": "4", "-ub": "128", "-fa": "off"}, per_slot_ctx=1024, threads=1
+    )
+    assert settings["parallel"] == 4 and settings["ctx_size"] == 4096
+    assert settings["ubatch_size"] == 128 and settings["flash_attn"] == "off"
+    assert settings["threads"] == 1 and settings["extra_args"] == ()
+    other = llama_settings({"--swa-full": "", "-c": "8192"}, per_slot_ctx=1024, threads=None)
+    assert other["ctx_size"] == 8192 and other["parallel"] == 1
+    assert other["extra_args"] == ("--swa-full",)
+    with pytest.raises(TtftError, match="takes a number"):
+        llama_settings({"-np": "many"}, per_slot_ctx=1024, threads=None)

@@ -1,0 +1,73 @@
+"""A trial runner without a server: a queueing model turns a configuration into records.
+
+Service time per request is ``service_ms`` (divided by the ``-np`` slots working in parallel);
+with closed-loop concurrency c, request i waits for ceil((i % c + 1) / slots) service times.
+The records go through the same summary code as real ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ttft.core.errors import TtftError
+from ttft.core.records import RequestRecord
+from ttft.core.slo import Slo
+from ttft.tune.space import Config
+from ttft.tune.trial import LevelResult, level_from_records
+from ttft.tune.workload import TuneWorkload
+
+MS = 1_000_000
+
+
+@dataclass
+class FakeSession:
+    config: Config
+    workload: TuneWorkload
+    slos: Sequence[Slo]
+    service_ms: float
+    launch_command: list[str] = field(default_factory=list)
+    startup_s: float | None = 0.5
+    measured: list[int] = field(default_factory=list)
+
+    def measure(self, concurrency: int) -> LevelResult:
+        self.measured.append(concurrency)
+        slots = int(self.config.get("-np", "1"))
+        n = max(self.workload.requests, 2 * concurrency)
+        records = []
+        for i in range(n):
+            waits = math.ceil(((i % concurrency) + 1) / slots)
+            ttft = int(waits * self.service_ms * MS)
+            records.append(
+                RequestRecord(index=i, cell="c", sent_ns=0, first_content_ns=ttft, done_ns=ttft)
+            )
+        # Slots finish min(c, slots) requests per service time.
+        duration = int(n / min(concurrency, slots) * self.service_ms * MS)
+        return level_from_records(concurrency, records, duration, self.slos)
+
+
+@dataclass
+class FakeRunner:
+    service_ms: Callable[[Config, TuneWorkload], float]
+    fail: Callable[[Config], str | None] = lambda config: None
+    opened: list[dict[str, str]] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def open(
+        self, config: Config, workload: TuneWorkload, records: Path, slos: Sequence[Slo]
+    ) -> Iterator[FakeSession]:
+        self.opened.append(dict(config))
+        reason = self.fail(config)
+        if reason is not None:
+            raise TtftError(reason)
+        records.write_text("")
+        yield FakeSession(
+            config,
+            workload,
+            slos,
+            self.service_ms(config, workload),
+            launch_command=["llama-server", *[a for kv in config.items() for a in kv]],
+        )
