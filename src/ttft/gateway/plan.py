@@ -194,7 +194,7 @@ class Planner:
 
     @staticmethod
     def _hygiene(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-        from ttft.gateway.hygiene import move_dynamic
+        from ttft.prompts.transform import move_dynamic
 
         return move_dynamic(messages)
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+from ttft.prompts.dynamic_content import find_dynamic
 from ttft.prompts.static_prefix import STATIC_ROLES, TextPlace, last_user_index
 from ttft.workload.request_log import ChatRequest
 
@@ -157,3 +158,32 @@ def static_key(request: ChatRequest) -> str:
         sort_keys=True,
         ensure_ascii=False,
     )
+
+
+def move_dynamic(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """``messages`` with dynamic content moved, and the kinds moved (empty: unchanged).
+
+    Prefix hygiene: a timestamp or request id near the start of the prompt makes every request's
+    prefix different, so the engine's prefix cache never hits (the article's "dynamic content
+    zeroes the hit rate silently"). Each line of a system or developer message that holds dynamic
+    content (``dynamic_content`` detectors) moves to the end of the last user message, with
+    ``move_to_end``. The gateway's ``hygiene = true``, ``ttft tune ab``'s move-dynamic transform
+    and ``ttft lint prompts``' suggestion are this one function. Only string contents of static
+    roles before the last user message are scanned.
+    """
+    target = last_user_index(messages)
+    if messages[target].get("role") != "user":
+        return messages, []
+    places: list[TextPlace] = []
+    kinds: list[str] = []
+    for i, message in enumerate(messages[:target]):
+        content = message.get("content")
+        if message.get("role") not in STATIC_ROLES or not isinstance(content, str):
+            continue
+        for span in find_dynamic(content):
+            places.append(TextPlace(i, None, span.start, span.end))
+            kinds.append(span.kind)
+    if not places:
+        return messages, []
+    moved = move_to_end(ChatRequest(messages=messages), places)
+    return moved.messages, kinds

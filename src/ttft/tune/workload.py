@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ttft.core.errors import TtftError
-from ttft.gateway.hygiene import move_dynamic
+from ttft.prompts.transform import move_dynamic
 from ttft.workload.request_log import load_request_log
 from ttft.workload.requests import WorkItem, chat_body
 from ttft.workload.text_source import sentence_text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ttft.gateway.hygiene import move_dynamic
+from ttft.prompts.transform import move_dynamic
 
 
 def test_a_timestamp_line_moves_to_the_end_of_the_last_user_message() -> None:
