@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,3 +26,20 @@ def _build_tokenizer_json(path: Path, corpus: list[str]) -> Path:
 def build_tokenizer_json() -> Callable[[Path, list[str]], Path]:
     """Writes a word-level tokenizer.json trained on a corpus (a model's file, in miniature)."""
     return _build_tokenizer_json
+
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+TIMESTAMP_FIRST_LOG = DATA / "requests" / "timestamp_first.jsonl"
+
+
+@pytest.fixture
+def model_dir(tmp_path: Path) -> Path:
+    """A model folder as on the Hub: tokenizer_config.json (ChatML template) and tokenizer.json."""
+    lines = TIMESTAMP_FIRST_LOG.read_text().splitlines()
+    _build_tokenizer_json(tmp_path / "tokenizer.json", [json.dumps(json.loads(x)) for x in lines])
+    config = {
+        "chat_template": (DATA / "templates" / "llama_server_chatml.jinja").read_text(),
+        "bos_token": "<bos>",
+    }
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    return tmp_path

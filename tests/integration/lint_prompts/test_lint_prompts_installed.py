@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 LOG = DATA / "requests" / "timestamp_first.jsonl"
-
-
-@pytest.fixture
-def model_dir(tmp_path: Path, build_tokenizer_json: Callable[[Path, list[str]], Path]) -> Path:
-    """A model folder as on the Hub: tokenizer_config.json (ChatML template) and tokenizer.json."""
-    corpus = [json.dumps(json.loads(line)) for line in LOG.read_text().splitlines()]
-    build_tokenizer_json(tmp_path / "tokenizer.json", corpus)
-    config = {
-        "chat_template": (DATA / "templates" / "llama_server_chatml.jinja").read_text(),
-        "bos_token": "<bos>",
-    }
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
-    return tmp_path
 
 
 def test_the_installed_command_prints_the_error_without_a_traceback(

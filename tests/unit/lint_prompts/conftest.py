@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tokenizer_testkit import build_tokenizer_json  # noqa: F401 (a fixture)
+from tokenizer_testkit import build_tokenizer_json, model_dir  # noqa: F401 (fixtures)
 
 from ttft.lint.prompts.tokens import PromptTokens
 from ttft.prompts.chat_template import ChatTemplate
