@@ -119,17 +119,20 @@ def test_location_filter_and_upstream_engine_options() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "line", "text"),
-    [("broken", 11, 'expecting "}"'), ("missing-include", 4, "included file not found")],
+    ("name", "line", "rule", "text"),
+    [
+        ("broken", 11, "nginx/config-error", 'expecting "}"'),
+        ("missing-include", 4, "nginx/include-missing", "included file not found"),
+    ],
 )
-def test_malformed_config_names_file_and_line(name: str, line: int, text: str) -> None:
+def test_malformed_config_names_file_and_line(name: str, line: int, rule: str, text: str) -> None:
     path = str(NGINX_DATA / name / "nginx.conf")
     code, out, _ = run("lint", "nginx", path, "--format", "json")
-    errors = [f for f in json.loads(out)["findings"] if f["rule"] == "nginx/config-error"]
+    errors = [f for f in json.loads(out)["findings"] if f["rule"] == rule]
     assert code == 1 and errors[0]["location"] == {"file": path, "line": line}
     assert text in errors[0]["message"]
     code, out, _ = run("lint", "nginx", path)
-    assert f"{line}" in out and "nginx/config-error" in out
+    assert f"{line}" in out and rule in out
 
 
 def test_missing_file_is_exit_2_with_a_message(tmp_path: Path) -> None:

@@ -80,13 +80,35 @@ def test_unparsable_file_becomes_a_config_error_with_file_and_line() -> None:
     assert 'expecting "}"' in errors[0].message
 
 
-def test_missing_include_is_reported_at_the_include_line_and_the_rest_is_checked() -> None:
+def test_missing_include_is_a_note_at_the_include_line_and_the_rest_is_checked() -> None:
+    """A file that exists only where nginx runs (certbot's includes) is not a broken config."""
     found = lint_file(NGINX_DATA / "missing-include" / "nginx.conf")
-    errors = by_rule(found, "nginx/config-error")
-    assert len(errors) == 1 and errors[0].location.line == 4
-    assert "included file not found" in errors[0].message
-    assert "llm-routes.conf" in errors[0].message
+    assert by_rule(found, "nginx/config-error") == []
+    notes = by_rule(found, "nginx/include-missing")
+    assert len(notes) == 1 and notes[0].location is not None and notes[0].location.line == 4
+    assert notes[0].severity is Severity.INFO
+    assert "included file not found" in notes[0].message and "llm-routes.conf" in notes[0].message
     assert "nginx/proxy-buffering" in rules(found)  # the location that was read is checked
+
+
+SITE = NGINX_DATA / "site-fragment" / "llm-proxy.conf"
+
+
+def test_a_site_file_is_read_as_the_contents_of_an_http_block() -> None:
+    """sites-enabled/*.conf: top-level server blocks, certbot's include absent on this machine."""
+    found = lint_file(SITE)
+    assert by_rule(found, "nginx/config-error") == [], [f.message for f in found]
+    assert by_rule(found, "nginx/fragment")[0].severity is Severity.INFO
+    assert by_rule(found, "nginx/include-missing")[0].location.line == 19  # type: ignore[union-attr]
+    gzip = by_rule(found, "nginx/gzip-event-stream")
+    assert gzip and gzip[0].location is not None and gzip[0].location.line == 22
+    assert gzip[0].location.file == str(SITE)  # the finding points into the file the user gave
+    assert "location / (llm.example.com)" in by_rule(found, "nginx/proxy-buffering")[0].message
+
+
+def test_a_full_nginx_conf_is_not_taken_for_a_fragment() -> None:
+    found = lint_file(NGINX_DATA / "bad" / "nginx.conf")
+    assert by_rule(found, "nginx/fragment") == []
 
 
 def test_missing_main_file_is_a_user_error(tmp_path: Path) -> None:

@@ -70,11 +70,16 @@ def _quote(arg: str) -> str:
 
 @dataclass(frozen=True)
 class ConfigProblem:
-    """A file that could not be read or parsed; ``line`` is None when the file itself is missing."""
+    """A file that could not be read or parsed; ``line`` is None when the file itself is missing.
+
+    ``missing_include``: an included file that is not on this machine (certbot's
+    ``options-ssl-nginx.conf`` on a laptop): a note, not a broken configuration.
+    """
 
     file: str
     line: int | None
     message: str
+    missing_include: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,9 @@ class NginxConfig:
     root: tuple[Directive, ...]
     problems: tuple[ConfigProblem, ...]
     files: tuple[str, ...]
+    # A site file (``sites-enabled/*``, ``conf.d/*.conf``): server blocks at its top level, read
+    # as the contents of the ``http`` block that includes it.
+    fragment: bool = False
 
     def http_blocks(self) -> list[Directive]:
         return [d for d in self.root if d.name == "http" and d.block is not None]
@@ -249,8 +257,9 @@ def load(path: str | Path) -> NginxConfig:
     if not main.is_file():
         raise TtftError(f"{main}: not a file", "pass the path of your nginx.conf, not a directory")
     try:
+        fragment = _is_http_fragment(crossplane, main)
         payload: dict[str, Any] = crossplane.parse(
-            str(main), catch_errors=True, comments=False, single=False
+            str(main), catch_errors=True, comments=False, single=False, check_ctx=not fragment
         )
     except Exception as exc:  # crossplane raises plain exceptions for e.g. undecodable bytes
         return NginxConfig(str(main), (), (ConfigProblem(str(main), None, str(exc)),), (str(main),))
@@ -259,17 +268,36 @@ def load(path: str | Path) -> NginxConfig:
     problems: list[ConfigProblem] = []
     for cfg in configs:
         for err in cfg.get("errors", []):
-            problems.append(ConfigProblem(cfg["file"], err.get("line"), _clean(err["error"])))
+            message = _clean(err["error"])
+            missing = message.startswith(_MISSING_INCLUDE)
+            problems.append(ConfigProblem(cfg["file"], err.get("line"), message, missing))
     root = _convert(configs, 0, stack=()) if configs else ()
+    if fragment:
+        root = (Directive("http", (), str(main), 1, root),)
     files = tuple(cfg["file"] for cfg in configs)
-    return NginxConfig(str(main), root, tuple(problems), files)
+    return NginxConfig(str(main), root, tuple(problems), files, fragment)
+
+
+# Directives that live in nginx's http context: a file that starts with them, and has no http
+# block of its own, is a fragment included from nginx.conf's http block.
+_HTTP_LEVEL = {"server", "upstream", "map", "proxy_cache_path", "log_format", "limit_req_zone"}
+_MISSING_INCLUDE = "included file not found"
+
+
+def _is_http_fragment(crossplane: Any, main: Path) -> bool:
+    outline = crossplane.parse(
+        str(main), catch_errors=True, comments=False, single=True, check_ctx=False
+    )
+    parsed = outline.get("config", [{}])[0].get("parsed", [])
+    names = {item.get("directive") for item in parsed}
+    return "http" not in names and bool(names & _HTTP_LEVEL)
 
 
 def _clean(message: str) -> str:
     """crossplane's messages without the ``in FILE:LINE`` tail (we carry both apart)."""
     missing = re.match(r"\[Errno 2\] No such file or directory: '(.*)'$", message)
     if missing:
-        return f"included file not found: {missing.group(1)}"
+        return f"{_MISSING_INCLUDE}: {missing.group(1)}"
     head, sep, tail = message.rpartition(" in ")
     return head if sep and ":" in tail else message
 

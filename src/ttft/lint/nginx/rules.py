@@ -51,6 +51,8 @@ def lint_config(config: NginxConfig, options: NginxLintOptions | None = None) ->
     """All findings for a loaded configuration, sorted by file and line."""
     opts = options or NginxLintOptions()
     findings = [_problem_finding(p) for p in config.problems]
+    if config.fragment:
+        findings.append(_fragment_note(config))
     routes = [r for r in config.routes() if _selected(r, opts.only_locations)]
     hits: dict[tuple[str, str, int | None], Hit] = {}
     for route in routes:
@@ -109,7 +111,31 @@ def _finish(hit: Hit) -> Finding:
     )
 
 
+def _fragment_note(config: NginxConfig) -> Finding:
+    return Finding(
+        "nginx/fragment",
+        Severity.INFO,
+        "Read as part of an http block",
+        "This file has server blocks at its top level, as site files in sites-enabled/ or "
+        "conf.d/ do: it was read as the contents of the http block that includes it. Settings "
+        "of that http block (in nginx.conf) are not seen here and count as nginx's defaults.",
+        Location(config.main_file),
+        "Nothing to change; lint nginx.conf itself to check the http block's settings too.",
+    )
+
+
 def _problem_finding(problem: ConfigProblem) -> Finding:
+    if problem.missing_include:
+        return Finding(
+            "nginx/include-missing",
+            Severity.INFO,
+            "Included file not on this machine",
+            f"{problem.message}. Its settings are treated as absent (nginx defaults); the rest of "
+            "the configuration is checked.",
+            Location(problem.file, problem.line),
+            "Nothing to change if the file exists where nginx runs (certbot's "
+            "options-ssl-nginx.conf is typical); to check it too, lint a copy that has it.",
+        )
     return Finding(
         "nginx/config-error",
         Severity.ERROR,
