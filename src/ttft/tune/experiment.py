@@ -82,7 +82,7 @@ class ExperimentDir:
         path = self.trial_dir(trial_id) / "trial.json"
         if not path.exists():
             return None
-        return TrialResult.from_json(json.loads(path.read_text(encoding="utf-8")))
+        return TrialResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
     def begin(self, trial_id: str) -> Path:
         """The records file of a trial about to run; partial records of a killed run move aside."""
@@ -97,10 +97,10 @@ class ExperimentDir:
     def save(self, result: TrialResult) -> None:
         folder = self.trial_dir(result.trial_id)
         folder.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(result.to_json(), indent=2)
+        text = json.dumps(result.to_dict(), indent=2)
         _write_atomic(folder / "trial.json", text)
         with (self.root / "results.jsonl").open("a", encoding="utf-8") as log:
-            log.write(json.dumps(result.to_json(), separators=(",", ":")) + "\n")
+            log.write(json.dumps(result.to_dict(), separators=(",", ":")) + "\n")
 
     def write_report(self, name: str, text: str) -> Path:
         path = self.root / name

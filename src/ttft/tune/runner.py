@@ -79,7 +79,8 @@ class HttpTrialSession:
             )
         )
         cell = result.cells[-1]
-        return level_from_records(concurrency, cell.records, cell.duration_ns, self.slos)
+        level = level_from_records(concurrency, cell.records, cell.duration_ns, self.slos)
+        return replace(level, warmup_s=result.cells[0].duration_ns / 1e9)
 
 
 def _open_sink(records: Path, config: Config, target: Target) -> JsonlSink:

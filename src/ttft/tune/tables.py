@@ -141,8 +141,8 @@ def sweep_json(
         "schema": SWEEP_SCHEMA,
         "slos": list(slos),
         "table": sweep_rows(results),
-        "chosen": None if choice is None else choice.to_json(),
-        "trials": [r.to_json() for r in results],
+        "chosen": None if choice is None else choice.to_dict(),
+        "trials": [r.to_dict() for r in results],
     }
 
 
@@ -153,5 +153,5 @@ def ab_json(
         "schema": AB_SCHEMA,
         "table": ab_rows(rows),
         "overlap_note": note,
-        "trials": {arm: [r.to_json() for r in runs] for arm, runs in trials.items()},
+        "trials": {arm: [r.to_dict() for r in runs] for arm, runs in trials.items()},
     }

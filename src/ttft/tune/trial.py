@@ -38,12 +38,13 @@ class LevelResult:
     errors: dict[str, int] = field(default_factory=dict)
     # Every successful request's TTFT, so A/B steps can pool repeats and resume from disk.
     ttft_ms: tuple[float, ...] = ()
+    warmup_s: float | None = None  # the warm-up round before the measured requests (overhead)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> LevelResult:
+    def from_dict(cls, data: dict[str, Any]) -> LevelResult:
         payload = dict(data)
         for key in ("ttft_p50_ci_ms", "ttft_p95_ci_ms", "ttft_ms"):
             if payload.get(key) is not None:
@@ -110,29 +111,29 @@ class TrialResult:
     launch_command: list[str] = field(default_factory=list)
     startup_s: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "trial_id": self.trial_id,
             "config": dict(self.config),
             "status": self.status,
             "reason": self.reason,
-            "levels": [level.to_json() for level in self.levels],
-            "best": None if self.best is None else self.best.to_json(),
+            "levels": [level.to_dict() for level in self.levels],
+            "best": None if self.best is None else self.best.to_dict(),
             "saturated": self.saturated,
             "launch_command": list(self.launch_command),
             "startup_s": self.startup_s,
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TrialResult:
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
         best = data.get("best")
         return cls(
             trial_id=str(data["trial_id"]),
             config={str(k): str(v) for k, v in data["config"].items()},
             status=str(data["status"]),
             reason=str(data.get("reason", "")),
-            levels=[LevelResult.from_json(level) for level in data.get("levels", [])],
-            best=None if best is None else LevelResult.from_json(best),
+            levels=[LevelResult.from_dict(level) for level in data.get("levels", [])],
+            best=None if best is None else LevelResult.from_dict(best),
             saturated=bool(data.get("saturated", False)),
             launch_command=[str(a) for a in data.get("launch_command", [])],
             startup_s=data.get("startup_s"),
