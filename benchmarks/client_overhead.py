@@ -76,7 +76,8 @@ Runner = Callable[[str, list[dict[str, Any]], int], Awaitable[list[Result]]]
 
 
 async def closed_loop(
-    bodies: list[dict[str, Any]], concurrency: int,
+    bodies: list[dict[str, Any]],
+    concurrency: int,
     one: Callable[[dict[str, Any]], Awaitable[Result]],
 ) -> list[Result]:
     """``concurrency`` workers, each sending the next body as soon as its last one finished."""
@@ -113,13 +114,15 @@ async def run_ttft(
 ) -> list[Result]:
     anchor = RunAnchor.now()
     async with StreamingClient(base_url, kernel_timestamps=kernel) as client:
+
         async def one(body: dict[str, Any]) -> Result:
             record = RequestRecord(body["ttft_tag"])
             record.scheduled_ns = _clock() - anchor.monotonic_ns
             await client.send(body, record, anchor)
             first = record.first_content_ns
             return Result(
-                body["ttft_tag"], record.scheduled_ns + anchor.monotonic_ns,
+                body["ttft_tag"],
+                record.scheduled_ns + anchor.monotonic_ns,
                 None if first is None else first + anchor.monotonic_ns,
                 record.error.kind if record.error else None,
             )
@@ -133,6 +136,7 @@ async def run_httpx(base_url: str, bodies: list[dict[str, Any]], concurrency: in
     # Default pool limits on purpose (max_connections=100), as the article's script had them;
     # only the timeout is raised so that queueing shows up as time, not as PoolTimeout errors.
     async with httpx.AsyncClient(timeout=httpx.Timeout(120.0)) as client:
+
         async def one(body: dict[str, Any]) -> Result:
             start = _clock()
             first: int | None = None
@@ -158,6 +162,7 @@ async def run_aiohttp(
     connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60)
     timeout = aiohttp.ClientTimeout(total=6 * 60 * 60)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+
         async def one(body: dict[str, Any]) -> Result:
             start = _clock()
             first: int | None = None
@@ -186,7 +191,10 @@ async def run_ttft_read_time(
 
 
 CLIENTS: dict[str, Runner] = {
-    "ttft": run_ttft, "ttft-read": run_ttft_read_time, "httpx": run_httpx, "aiohttp": run_aiohttp,
+    "ttft": run_ttft,
+    "ttft-read": run_ttft_read_time,
+    "httpx": run_httpx,
+    "aiohttp": run_aiohttp,
 }
 
 
@@ -200,8 +208,12 @@ def make_bodies(n: int, script: dict[str, Any] | None = None) -> list[dict[str, 
     bodies = []
     for _ in range(n):
         _next_tag += 1
-        body: dict[str, Any] = {"prompt": "x", "max_tokens": 16, "stream": True,
-                                "ttft_tag": _next_tag}
+        body: dict[str, Any] = {
+            "prompt": "x",
+            "max_tokens": 16,
+            "stream": True,
+            "ttft_tag": _next_tag,
+        }
         if script:
             body["ttft_script"] = script
         bodies.append(body)
@@ -246,8 +258,11 @@ class TimingCase:
 def timing_phase(
     server: ServerProcess, name: str, case: TimingCase, first_token_ms: float, tokens: int
 ) -> TimingRow:
-    script = {"first_token_delay_ms": first_token_ms, "n_tokens": tokens,
-              "token_interval_ms": case.interval_ms}
+    script = {
+        "first_token_delay_ms": first_token_ms,
+        "n_tokens": tokens,
+        "token_interval_ms": case.interval_ms,
+    }
     bodies = make_bodies(case.n, script)
     server.snapshot(clear=True)
     gc.collect()
@@ -261,8 +276,15 @@ def timing_phase(
             continue
         errs.append((result.first_ns - written) / 1e6)
         ttfts.append((result.first_ns - result.start_ns) / 1e6)
-    return TimingRow(name, len(results), quantile(errs, 0.5), quantile(errs, 0.99),
-                     quantile(ttfts, 0.5), quantile(ttfts, 0.99), failed)
+    return TimingRow(
+        name,
+        len(results),
+        quantile(errs, 0.5),
+        quantile(errs, 0.99),
+        quantile(ttfts, 0.5),
+        quantile(ttfts, 0.99),
+        failed,
+    )
 
 
 def rate_phase(
@@ -297,21 +319,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--first-token-ms", type=float, default=20.0)
     parser.add_argument("--tokens", type=int, default=16)
-    parser.add_argument("--interval-ms", type=float, default=2.0,
-                        help="token interval at concurrency 1 (and the saturated 256 case)")
-    parser.add_argument("--interval-ms-256", type=float, default=20.0,
-                        help="token interval at concurrency 256 (50 tokens/s per stream)")
+    parser.add_argument(
+        "--interval-ms",
+        type=float,
+        default=2.0,
+        help="token interval at concurrency 1 (and the saturated 256 case)",
+    )
+    parser.add_argument(
+        "--interval-ms-256",
+        type=float,
+        default=20.0,
+        help="token interval at concurrency 256 (50 tokens/s per stream)",
+    )
     parser.add_argument("--requests", type=int, default=2000, help="requests per rate run")
-    parser.add_argument("--timing-requests", type=int, default=768,
-                        help="requests per timing run at concurrency 256 (100 at concurrency 1)")
+    parser.add_argument(
+        "--timing-requests",
+        type=int,
+        default=768,
+        help="requests per timing run at concurrency 256 (100 at concurrency 1)",
+    )
     parser.add_argument("--reps", type=int, default=1, help="repetitions, clients interleaved")
     parser.add_argument("--clients", default="ttft,ttft-read,httpx,aiohttp")
     args = parser.parse_args()
     names = args.clients.split(",")
     cases = [
         TimingCase(f"1 @{args.interval_ms:g}ms", 1, 100, args.interval_ms),
-        TimingCase(f"256 @{args.interval_ms_256:g}ms", 256, args.timing_requests,
-                   args.interval_ms_256),
+        TimingCase(
+            f"256 @{args.interval_ms_256:g}ms", 256, args.timing_requests, args.interval_ms_256
+        ),
         TimingCase(f"256 @{args.interval_ms:g}ms", 256, args.timing_requests, args.interval_ms),
     ]
 
@@ -331,48 +366,64 @@ def main() -> None:
                     rates.setdefault((name, concurrency), []).append(rate)
                     cpu.setdefault((name, concurrency), []).append(cpu_us)
                     rate_failed[(name, concurrency)] = (
-                        rate_failed.get((name, concurrency), 0) + failed)
+                        rate_failed.get((name, concurrency), 0) + failed
+                    )
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"\nscripted server (child process): first token after {args.first_token_ms:g} ms, "
-          f"then {args.tokens} tokens every <interval>; {os.cpu_count()} CPUs, "
-          f"load average {load:.2f}; {args.reps} rep(s)")
+    print(
+        f"\nscripted server (child process): first token after {args.first_token_ms:g} ms, "
+        f"then {args.tokens} tokens every <interval>; {os.cpu_count()} CPUs, "
+        f"load average {load:.2f}; {args.reps} rep(s)"
+    )
     print("timing error = client's first-token stamp - server's write time of that token")
-    print(f"('256 @{args.interval_ms:g}ms' streams {256 * 1000 / args.interval_ms:,.0f} tokens/s "
-          "in all: a heavy case, saturating when other work shares the cores)\n")
-    print(f"{'client':9} {'conc @interval':>15} {'n':>5} {'err p50 ms':>11} {'err p99 ms':>11} "
-          f"{'TTFT p50 ms':>12} {'TTFT p99 ms':>12} {'failed':>7}")
+    print(
+        f"('256 @{args.interval_ms:g}ms' streams {256 * 1000 / args.interval_ms:,.0f} tokens/s "
+        "in all: a heavy case, saturating when other work shares the cores)\n"
+    )
+    print(
+        f"{'client':9} {'conc @interval':>15} {'n':>5} {'err p50 ms':>11} {'err p99 ms':>11} "
+        f"{'TTFT p50 ms':>12} {'TTFT p99 ms':>12} {'failed':>7}"
+    )
     for case in cases:
         for name in names:
             rows = timing[(name, case.label)]
-            med = {f: statistics.median(getattr(r, f) for r in rows)
-                   for f in ("err_p50", "err_p99", "ttft_p50", "ttft_p99")}
-            print(f"{name:9} {case.label:>15} {sum(r.n for r in rows):>5} "
-                  f"{med['err_p50']:>11.3f} {med['err_p99']:>11.3f} "
-                  f"{med['ttft_p50']:>12.2f} {med['ttft_p99']:>12.2f} "
-                  f"{sum(r.failed for r in rows):>7}")
+            med = {
+                f: statistics.median(getattr(r, f) for r in rows)
+                for f in ("err_p50", "err_p99", "ttft_p50", "ttft_p99")
+            }
+            print(
+                f"{name:9} {case.label:>15} {sum(r.n for r in rows):>5} "
+                f"{med['err_p50']:>11.3f} {med['err_p99']:>11.3f} "
+                f"{med['ttft_p50']:>12.2f} {med['ttft_p99']:>12.2f} "
+                f"{sum(r.failed for r in rows):>7}"
+            )
     print(f"\nsustained rate: {args.requests} requests, first token after 1 ms, 16 tokens\n")
     print(f"{'client':9} {'conc':>5} {'req/s':>8} {'CPU us/req':>11} {'failed':>7}")
     for concurrency in (64, 256):
         for name in names:
             rate = statistics.median(rates[(name, concurrency)])
             cpu_us = statistics.median(cpu[(name, concurrency)])
-            print(f"{name:9} {concurrency:>5} {rate:>8.0f} {cpu_us:>11.0f} "
-                  f"{rate_failed[(name, concurrency)]:>7}")
+            print(
+                f"{name:9} {concurrency:>5} {rate:>8.0f} {cpu_us:>11.0f} "
+                f"{rate_failed[(name, concurrency)]:>7}"
+            )
     if "ttft" in names:
         print()
         for other in (n for n in names if n not in ("ttft", "ttft-read")):
             parts = []
             for concurrency in (64, 256):
-                ratio = (statistics.median(rates[("ttft", concurrency)])
-                         / statistics.median(rates[(other, concurrency)]))
+                ratio = statistics.median(rates[("ttft", concurrency)]) / statistics.median(
+                    rates[(other, concurrency)]
+                )
                 parts.append(f"rate@{concurrency} x{ratio:.2f}")
-                cpu_ratio = (statistics.median(cpu[("ttft", concurrency)])
-                             / statistics.median(cpu[(other, concurrency)]))
+                cpu_ratio = statistics.median(cpu[("ttft", concurrency)]) / statistics.median(
+                    cpu[(other, concurrency)]
+                )
                 parts.append(f"CPU/req@{concurrency} x{cpu_ratio:.2f}")
             label = cases[1].label
-            err = (statistics.median(r.err_p99 for r in timing[("ttft", label)])
-                   / statistics.median(r.err_p99 for r in timing[(other, label)]))
+            err = statistics.median(r.err_p99 for r in timing[("ttft", label)]) / statistics.median(
+                r.err_p99 for r in timing[(other, label)]
+            )
             parts.append(f"err p99@{label} x{err:.2g}")
             print(f"ttft/{other}: " + ", ".join(parts))
 

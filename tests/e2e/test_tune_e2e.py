@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from ttft.core.changes import Change
 from ttft.core.slo import parse_slos
-from ttft.tune.ab import Change, attribution, overlap_note, run_ab
+from ttft.tune.ab import attribution, overlap_note, run_ab
 from ttft.tune.experiment import ExperimentDir
 from ttft.tune.runner import LlamaCppRunner
 from ttft.tune.space import configurations, parse_space

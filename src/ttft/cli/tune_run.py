@@ -20,10 +20,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ttft.cli.bench_setup import parse_int_list
+from ttft.core.changes import Change
 from ttft.core.errors import TtftError
+from ttft.core.findings import CostTier
 from ttft.core.slo import Slo, parse_slos
 from ttft.core.target import Target
-from ttft.tune.ab import Arm, Change, attribution, order_changes, overlap_note, run_ab
+from ttft.tune.ab import Arm, attribution, order_changes, overlap_note, run_ab
 from ttft.tune.experiment import ExperimentDir
 from ttft.tune.runner import ClientOnlyRunner, LlamaCppRunner, TrialRunner
 from ttft.tune.space import (
@@ -244,13 +246,32 @@ def parse_change(text: str) -> Change:
         elif item.startswith("url="):
             url = item[4:]
         elif item.startswith("tier="):
-            tier = int(item[5:])
+            try:
+                tier = int(item[5:])
+            except ValueError:
+                raise TtftError(f"change {label!r}: {item} is not tier=1..4") from None
         else:
             flag, values = parse_param(item)
             if len(values) != 1:
                 raise TtftError(f"change {label!r}: {flag} takes one value in a step")
             flags[flag] = values[0]
-    return Change(label, flags, tuple(transforms), url, tier)
+    return Change(
+        label,
+        flags,
+        transforms=tuple(transforms),
+        url=url,
+        tier=None if tier is None else _tier(tier),
+    )
+
+
+def _tier(number: int) -> CostTier:
+    try:
+        return CostTier(number)
+    except ValueError:
+        raise TtftError(
+            f"tier={number} is not a cost tier",
+            "use 1 (transport/template), 2 (scheduling), 3 (cache) or 4 (precision/kernels)",
+        ) from None
 
 
 def execute_ab(opts: dict[str, Any]) -> None:

@@ -34,10 +34,25 @@ _clock = time.perf_counter_ns
 _READ_SIZE = 256 * 1024
 # SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) is 35 on the Linux architectures listed; Python 3.11 has no
 # constant for it. Elsewhere kernel stamps stay off and reads are stamped when read.
-_SO_TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in {
-    "x86_64", "amd64", "aarch64", "arm64", "i386", "i686", "armv7l", "armv8l", "ppc64le",
-    "s390x", "riscv64",
-} else None
+_SO_TIMESTAMPNS = (
+    35
+    if sys.platform == "linux"
+    and platform.machine()
+    in {
+        "x86_64",
+        "amd64",
+        "aarch64",
+        "arm64",
+        "i386",
+        "i686",
+        "armv7l",
+        "armv8l",
+        "ppc64le",
+        "s390x",
+        "riscv64",
+    }
+    else None
+)
 _TIMESPEC = struct.Struct("@ll")
 _ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size)
 _MAX_QUEUED_NS = 10_000_000_000  # a kernel stamp older than this is not trusted (clock step)
@@ -81,7 +96,6 @@ class Inbox:
                 conn._peer_closed(t_ns, reason)
             else:
                 conn._feed(data, t_ns)
-
 
 
 class Connection(Exchange):

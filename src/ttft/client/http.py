@@ -22,9 +22,7 @@ _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _NO_BODY_STATUSES = frozenset({204, 304})
 
 
-def request_head(
-    method: str, target: str, host_header: str, headers: Mapping[str, str]
-) -> bytes:
+def request_head(method: str, target: str, host_header: str, headers: Mapping[str, str]) -> bytes:
     """Request line and headers up to (without) ``Content-Length`` and the blank line.
 
     ``headers`` are sent as given; ``Host`` and ``Content-Length`` are always our own. A client
@@ -104,7 +102,9 @@ def parse_head(raw: bytes) -> ResponseHead:
         value = value.strip()
         headers[key] = f"{headers[key]}, {value}" if key in headers else value
     return ResponseHead(
-        version=parts[0][5:], status=int(parts[1]), reason=parts[2] if len(parts) > 2 else "",
+        version=parts[0][5:],
+        status=int(parts[1]),
+        reason=parts[2] if len(parts) > 2 else "",
         headers=headers,
     )
 
@@ -117,8 +117,18 @@ class ResponseParser:
     """
 
     __slots__ = (
-        "_buf", "_decoder", "_keep_alive", "_on_first_byte", "_remaining", "_sink", "_state",
-        "body_started", "bytes_received", "head", "reusable", "stopped",
+        "_buf",
+        "_decoder",
+        "_keep_alive",
+        "_on_first_byte",
+        "_remaining",
+        "_sink",
+        "_state",
+        "body_started",
+        "bytes_received",
+        "head",
+        "reusable",
+        "stopped",
     )
 
     def __init__(self, sink: ResponseSink) -> None:

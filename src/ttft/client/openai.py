@@ -102,8 +102,9 @@ class ChunkReader:
         chunk = _parse(data)
         if chunk is None:
             if data.strip():
-                self._fail(errors.PROTOCOL, f"stream data is not a JSON object: {data[:200]!r}",
-                           t_ns)
+                self._fail(
+                    errors.PROTOCOL, f"stream data is not a JSON object: {data[:200]!r}", t_ns
+                )
             return
         if chunk.get("error"):
             self._fail(errors.STREAM_ERROR, error_message(chunk), t_ns)
@@ -117,7 +118,8 @@ class ChunkReader:
         timings = chunk.get("timings")
         if timings is not None and isinstance(timings, dict):
             record.server_timings = {
-                k: float(v) for k, v in timings.items()
+                k: float(v)
+                for k, v in timings.items()
                 if isinstance(v, int | float) and not isinstance(v, bool)
             }
 

@@ -180,7 +180,9 @@ class ConnectionPool:
                             family, address, self._inbox, self._kernel_timestamps
                         )
                     _, conn = await loop.create_connection(
-                        lambda: ProtocolConnection(self._inbox), address[0], address[1],
+                        lambda: ProtocolConnection(self._inbox),
+                        address[0],
+                        address[1],
                         ssl=self._ssl,
                         server_hostname=self.host if self._ssl is not None else None,
                     )

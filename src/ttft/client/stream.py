@@ -38,7 +38,13 @@ class _LadderSink:
     """Receives one response from the parser and writes rungs into the record."""
 
     __slots__ = (
-        "_anchor", "_collected", "_decoder", "_reader", "_record", "_require_done", "error",
+        "_anchor",
+        "_collected",
+        "_decoder",
+        "_reader",
+        "_record",
+        "_require_done",
+        "error",
     )
 
     def __init__(self, record: RequestRecord, anchor_ns: int, require_done: bool) -> None:
@@ -97,7 +103,8 @@ class _LadderSink:
             record.done_ns = t_rel
             if self._require_done:
                 self.error = ErrorInfo(
-                    errors.INCOMPLETE_STREAM, "the stream ended without 'data: [DONE]'",
+                    errors.INCOMPLETE_STREAM,
+                    "the stream ended without 'data: [DONE]'",
                     record.status,
                 )
 
@@ -199,8 +206,12 @@ class StreamingClient:
                 context.check_hostname = False
                 context.verify_mode = ssl.CERT_NONE
         self._pool = ConnectionPool(
-            host, port, ssl_context=context, connect_timeout_s=connect_timeout_s,
-            max_connections=max_connections, kernel_timestamps=kernel_timestamps,
+            host,
+            port,
+            ssl_context=context,
+            connect_timeout_s=connect_timeout_s,
+            max_connections=max_connections,
+            kernel_timestamps=kernel_timestamps,
         )
 
     @property
@@ -215,7 +226,9 @@ class StreamingClient:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()

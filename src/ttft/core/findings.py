@@ -13,9 +13,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ttft.core.errors import TtftError
+
+if TYPE_CHECKING:  # changes.py imports CostTier from here
+    from ttft.core.changes import Change
 
 
 class Severity(enum.StrEnum):
@@ -173,6 +176,7 @@ class Finding:
     subject: str | None = None  # what inside the location: a tensor, a flag, a directive
     expected: str | None = None
     found: str | None = None
+    change: Change | None = None  # the machine-applicable fix, when one exists
 
     @property
     def code(self) -> str:
@@ -221,6 +225,8 @@ class Finding:
             value = getattr(self, name)
             if value not in (None, ""):
                 out[name] = value
+        if self.change is not None:
+            out["change"] = self.change.to_dict()
         return out
 
 

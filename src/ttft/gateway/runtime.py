@@ -266,9 +266,7 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
         max_entries=config.limits.prerender_cache_entries,
     )
     if llama:
-        answer = await _first_json(
-            runtime, control.apply_template(_PROBE), prefer=source
-        )
+        answer = await _first_json(runtime, control.apply_template(_PROBE), prefer=source)
         if answer is None:
             return None
         _, data = answer

@@ -124,9 +124,14 @@ class _Conn(asyncio.Protocol):
         path, _, query = target.partition("?")
         if method == "GET" and path == "/_ttft/logs":
             snapshot = self.server.snapshot(clear="clear=1" in query)
-            self._send_json(200, {"logs": [asdict(x) for x in snapshot.logs],
-                                  "connections_opened": snapshot.connections_opened,
-                                  "peak_open_connections": snapshot.peak_open_connections})
+            self._send_json(
+                200,
+                {
+                    "logs": [asdict(x) for x in snapshot.logs],
+                    "connections_opened": snapshot.connections_opened,
+                    "peak_open_connections": snapshot.peak_open_connections,
+                },
+            )
             return
         api = _API.get(path)
         if method != "POST" or api is None:
@@ -141,8 +146,9 @@ class _Conn(asyncio.Protocol):
         if not self.id:
             self.id = self.server._counted(self)
         index = self.server._next_index()
-        self.log = RequestLog(index, self.id, path, body.get("ttft_tag"), received_ns,
-                              headers=headers)
+        self.log = RequestLog(
+            index, self.id, path, body.get("ttft_tag"), received_ns, headers=headers
+        )
         self.server.logs.append(self.log)
         self.pieces = self.server.pieces_for(script, api)
         self.next_piece = 0
@@ -151,8 +157,10 @@ class _Conn(asyncio.Protocol):
 
     def _send_json(self, status: int, payload: dict[str, Any]) -> None:
         body = json.dumps(payload).encode()
-        head = (f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        head = (
+            f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
         self.pieces = [Piece(0, "head", head + body)]
         self.next_piece = 0
         self.log = None
@@ -193,8 +201,13 @@ class ScriptedServer:
     """The instrument. ``script`` is one ``Script`` for all, or ``(path, body) -> Script``."""
 
     def __init__(
-        self, script: Script | ScriptFn | None = None, *, host: str = "127.0.0.1",
-        port: int = 0, model: str = "scripted", ssl_context: ssl.SSLContext | None = None,
+        self,
+        script: Script | ScriptFn | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        model: str = "scripted",
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._script = script if script is not None else Script()
         self._ssl = ssl_context
@@ -293,7 +306,9 @@ class ScriptedServer:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
@@ -333,8 +348,17 @@ class ServerProcess:
         self._proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> ServerProcess:
-        cmd = [sys.executable, "-m", "ttft.testing.scripted_server", "--port", "0",
-               "--model", self.model, "--script", json.dumps(self.script.to_dict())]
+        cmd = [
+            sys.executable,
+            "-m",
+            "ttft.testing.scripted_server",
+            "--port",
+            "0",
+            "--model",
+            self.model,
+            "--script",
+            json.dumps(self.script.to_dict()),
+        ]
         self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline()
@@ -345,7 +369,9 @@ class ServerProcess:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         if self._proc is not None:
@@ -359,18 +385,24 @@ class ServerProcess:
         url = f"{self.base_url}/_ttft/logs" + ("?clear=1" if clear else "")
         with urllib.request.urlopen(url, timeout=30) as resp:
             data = json.loads(resp.read())
-        return Snapshot([RequestLog.from_dict(x) for x in data["logs"]],
-                        data["connections_opened"], data["peak_open_connections"])
+        return Snapshot(
+            [RequestLog.from_dict(x) for x in data["logs"]],
+            data["connections_opened"],
+            data["peak_open_connections"],
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ttft.testing.scripted_server",
-                                     description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="python -m ttft.testing.scripted_server",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--model", default="scripted")
-    parser.add_argument("--script", default="{}",
-                        help="Script fields as JSON, or @path to a JSON file")
+    parser.add_argument(
+        "--script", default="{}", help="Script fields as JSON, or @path to a JSON file"
+    )
     args = parser.parse_args(argv)
     text = args.script
     if text.startswith("@"):

@@ -16,8 +16,14 @@ import zlib
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
-            500: "Internal Server Error", 503: "Service Unavailable"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,21 +113,34 @@ def render(script: Script, api: str, index: int, model: str) -> list[Piece]:
         return [Piece(_ms(script.headers_delay_ms), "drop", b"", close=True)]
     at = _ms(script.headers_delay_ms)
     if script.status != 200:
-        body = json.dumps({"error": {"message": script.error_message, "code": script.status,
-                                     "type": "scripted_error"}}).encode()
-        head = _head(script.status, [("Content-Type", "application/json"),
-                                     ("Content-Length", str(len(body)))]
-                     + ([] if script.keep_alive else [("Connection", "close")]))
+        body = json.dumps(
+            {
+                "error": {
+                    "message": script.error_message,
+                    "code": script.status,
+                    "type": "scripted_error",
+                }
+            }
+        ).encode()
+        head = _head(
+            script.status,
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+            + ([] if script.keep_alive else [("Connection", "close")]),
+        )
         return [Piece(at, "head", head + body, close=not script.keep_alive)]
 
     if script.ignore_stream:
         text = "".join(script.token_texts())
-        choice = ({"index": 0, "message": {"role": "assistant", "content": text}}
-                  if api == "chat" else {"index": 0, "text": text})
+        choice = (
+            {"index": 0, "message": {"role": "assistant", "content": text}}
+            if api == "chat"
+            else {"index": 0, "text": text}
+        )
         body = json.dumps({"id": f"x-{index}", "model": model, "choices": [choice]}).encode()
         at += _ms(script.first_token_delay_ms)
-        head = _head(200, [("Content-Type", "application/json"),
-                           ("Content-Length", str(len(body)))])
+        head = _head(
+            200, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+        )
         return [Piece(at, "head", head + body)]
     events = _events(script, api, index, model, at)
     return _frame(script, at, events)
@@ -133,14 +152,19 @@ def _events(script: Script, api: str, index: int, model: str, at: int) -> list[P
     obj_name = "chat.completion.chunk" if chat else "text_completion"
 
     def chunk(choice: dict[str, Any] | None, **extra: Any) -> dict[str, Any]:
-        body: dict[str, Any] = {"id": ident, "object": obj_name, "created": 0, "model": model,
-                                "choices": [choice] if choice is not None else []}
+        body: dict[str, Any] = {
+            "id": ident,
+            "object": obj_name,
+            "created": 0,
+            "model": model,
+            "choices": [choice] if choice is not None else [],
+        }
         body.update(extra)
         return body
 
-    def choice(text: str | None, field: str = "content", finish: str | None = None) -> (
-        dict[str, Any]
-    ):
+    def choice(
+        text: str | None, field: str = "content", finish: str | None = None
+    ) -> dict[str, Any]:
         if chat:
             delta: dict[str, Any] = {} if text is None else {field: text}
             return {"index": 0, "delta": delta, "finish_reason": finish}
@@ -151,8 +175,11 @@ def _events(script: Script, api: str, index: int, model: str, at: int) -> list[P
     if script.role_chunk:
         at += _ms(script.role_delay_ms)
         content = None if script.role_content == "null" else ""
-        first = ({"index": 0, "delta": {"role": "assistant", "content": content},
-                  "finish_reason": None} if chat else choice(""))
+        first = (
+            {"index": 0, "delta": {"role": "assistant", "content": content}, "finish_reason": None}
+            if chat
+            else choice("")
+        )
         out.append(Piece(at, "role", _sse(chunk(first), crlf)))
     texts = script.token_texts()
     at += _ms(script.first_token_delay_ms)
@@ -166,11 +193,11 @@ def _events(script: Script, api: str, index: int, model: str, at: int) -> list[P
             return out
         reasoning = i < script.reasoning_tokens and chat
         field = script.reasoning_field if reasoning else "content"
-        out.append(Piece(at, "reasoning" if reasoning else "token",
-                         _sse(chunk(choice(text, field)), crlf)))
+        out.append(
+            Piece(at, "reasoning" if reasoning else "token", _sse(chunk(choice(text, field)), crlf))
+        )
     if script.error_after is not None:
-        error = {"error": {"message": script.error_message, "type": "scripted_error",
-                           "code": 500}}
+        error = {"error": {"message": script.error_message, "type": "scripted_error", "code": 500}}
         style = "error" if script.error_style == "event" else None
         out.append(Piece(at, "error", _sse(error, crlf, event=style)))
         return out
@@ -178,11 +205,21 @@ def _events(script: Script, api: str, index: int, model: str, at: int) -> list[P
         out[-1].close = True
         return out
     n = len(texts)
-    timings = {"cache_n": 0, "prompt_n": 8, "prompt_ms": 12.5, "prompt_per_second": 640.0,
-               "predicted_n": n, "predicted_ms": script.token_interval_ms * max(n - 1, 0),
-               "predicted_per_second": 500.0}
-    usage = {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n,
-             "prompt_tokens_details": {"cached_tokens": 0}}
+    timings = {
+        "cache_n": 0,
+        "prompt_n": 8,
+        "prompt_ms": 12.5,
+        "prompt_per_second": 640.0,
+        "predicted_n": n,
+        "predicted_ms": script.token_interval_ms * max(n - 1, 0),
+        "predicted_per_second": 500.0,
+    }
+    usage = {
+        "prompt_tokens": 8,
+        "completion_tokens": n,
+        "total_tokens": 8 + n,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
     extra: dict[str, Any] = {}
     if script.usage == "finish":
         extra["usage"] = usage

@@ -10,8 +10,9 @@ favouring whichever ran last. Each arm pools the TTFT samples of its repeats.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ttft.core.changes import Change, order_by_cost
 from ttft.core.errors import TtftError
 from ttft.core.slo import Slo
 from ttft.core.stats import Stats, describe
@@ -20,26 +21,6 @@ from ttft.tune.runner import TrialRunner
 from ttft.tune.space import config_id
 from ttft.tune.trial import FAILED, OK, TrialResult
 from ttft.tune.workload import TuneWorkload
-
-# Cheapest first: a request-side change needs no restart; a flag needs an engine restart.
-COST_REQUEST, COST_RESTART, COST_TARGET = 0, 1, 2
-
-
-@dataclass(frozen=True)
-class Change:
-    label: str
-    flags: dict[str, str] = field(default_factory=dict)
-    transforms: tuple[str, ...] = ()
-    url: str | None = None  # another target (client-only runs)
-    cost_tier: int | None = None  # None: from what the change touches
-
-    @property
-    def cost(self) -> int:
-        if self.cost_tier is not None:
-            return self.cost_tier
-        if self.url is not None:
-            return COST_TARGET
-        return COST_RESTART if self.flags else COST_REQUEST
 
 
 @dataclass(frozen=True)
@@ -53,7 +34,7 @@ class Arm:
 
 
 def order_changes(changes: Sequence[Change], *, fixed: bool) -> list[Change]:
-    return list(changes) if fixed else sorted(changes, key=lambda c: c.cost)  # stable
+    return list(changes) if fixed else order_by_cost(changes)
 
 
 def _merge(base: Change, changes: Sequence[Change]) -> tuple[dict[str, str], tuple[str, ...]]:
@@ -62,6 +43,8 @@ def _merge(base: Change, changes: Sequence[Change]) -> tuple[dict[str, str], tup
     url = base.url
     for change in changes:
         flags.update(change.flags)
+        for flag in change.unset:
+            flags.pop(flag, None)
         transforms.extend(t for t in change.transforms if t not in transforms)
         url = change.url or url
     if url is not None:

@@ -17,7 +17,10 @@ def test_http_500_records_status_kind_and_the_servers_message(one_request: OneRe
     record, _ = one_request({"status": 500, "error_message": "model crashed"})
     assert record.error is not None
     assert (record.error.kind, record.error.status, record.error.message) == (
-        errors.HTTP_5XX, 500, "model crashed")
+        errors.HTTP_5XX,
+        500,
+        "model crashed",
+    )
     assert record.status == 500 and record.headers_ns is not None and record.done_ns is not None
     assert record.first_content_ns is None and not record.ok
 
@@ -26,7 +29,10 @@ def test_http_429_is_a_4xx_with_its_status_and_message(one_request: OneRequest) 
     record, _ = one_request({"status": 429, "error_message": "slow down"})
     assert record.error is not None
     assert (record.error.kind, record.error.status, record.error.message) == (
-        errors.HTTP_4XX, 429, "slow down")
+        errors.HTTP_4XX,
+        429,
+        "slow down",
+    )
 
 
 def test_error_event_mid_stream_is_a_stream_error_keeping_the_tokens_before_it(
@@ -109,8 +115,10 @@ def test_cancelling_a_request_records_cancelled_and_re_raises(one_request: OneRe
     record = RequestRecord(0)
 
     async def scenario() -> None:
-        async with ScriptedServer(Script(first_token_delay_ms=5000)) as server, \
-                StreamingClient(server.base_url) as client:
+        async with (
+            ScriptedServer(Script(first_token_delay_ms=5000)) as server,
+            StreamingClient(server.base_url) as client,
+        ):
             task = asyncio.create_task(client.send({"prompt": "x"}, record, RunAnchor.now()))
             await asyncio.sleep(0.1)
             task.cancel()

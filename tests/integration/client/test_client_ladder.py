@@ -30,8 +30,13 @@ def near(rung: int | None, anchor_ns: int, written_ns: int | None) -> bool:
 
 
 def test_chat_rungs_match_head_role_and_token_writes_and_role_chunk_is_no_token() -> None:
-    script = Script(headers_delay_ms=15, role_delay_ms=15, first_token_delay_ms=15,
-                    token_interval_ms=5, n_tokens=4)
+    script = Script(
+        headers_delay_ms=15,
+        role_delay_ms=15,
+        first_token_delay_ms=15,
+        token_interval_ms=5,
+        n_tokens=4,
+    )
     record, log, anchor_ns = ladder(script, {"messages": [{"role": "user", "content": "hi"}]})
     assert record.ok
     assert record.scheduled_ns is not None and record.sent_ns is not None

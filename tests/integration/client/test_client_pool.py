@@ -27,8 +27,10 @@ def run_many(
 ) -> tuple[list[RequestRecord], Snapshot, StreamingClient]:
     async def scenario() -> tuple[list[RequestRecord], Snapshot, StreamingClient]:
         anchor = RunAnchor.now()
-        async with ScriptedServer(script) as server, \
-                StreamingClient(server.base_url, **client_options) as client:
+        async with (
+            ScriptedServer(script) as server,
+            StreamingClient(server.base_url, **client_options) as client,
+        ):
             records = [RequestRecord(i) for i in range(n)]
             gate = asyncio.Semaphore(concurrency)
 
@@ -68,7 +70,8 @@ def test_max_connections_caps_the_connections_when_the_caller_asks() -> None:
 @pytest.mark.parametrize("framing", ["chunked", "length", "close"])
 def test_every_body_framing_streams_all_tokens(framing: str) -> None:
     script = Script(first_token_delay_ms=1, token_interval_ms=3, n_tokens=5).merged(
-        {"framing": framing})
+        {"framing": framing}
+    )
     records, snap, _ = run_many(script, n=2, concurrency=1)
     assert [(r.error, len(r.chunk_ns)) for r in records] == [(None, 5), (None, 5)]
     # Token pieces 3 ms apart arrive in separate reads (a busy machine may merge a few).
@@ -114,8 +117,10 @@ def test_default_headers_ask_for_identity_and_carry_the_bearer_key(
 def test_base_url_with_or_without_the_v1_root_reaches_the_same_paths(suffix: str) -> None:
     async def scenario() -> list[str]:
         anchor = RunAnchor.now()
-        async with ScriptedServer(FAST) as server, \
-                StreamingClient(server.base_url + suffix) as client:
+        async with (
+            ScriptedServer(FAST) as server,
+            StreamingClient(server.base_url + suffix) as client,
+        ):
             chat = await client.send(ChatRequest([]), RequestRecord(0), anchor)
             comp = await client.send(CompletionRequest("x"), RequestRecord(1), anchor)
             assert chat.ok and comp.ok
@@ -135,8 +140,11 @@ def test_a_reused_connection_closed_by_the_server_is_retried_once_on_a_new_one()
     """The race every keep-alive client meets: the server drops an idle connection just as the
     next request goes out. The request must succeed on a fresh connection, not fail."""
     events = [b'data: {"choices":[{"text":"a"}]}\n\n', b"data: [DONE]\n\n"]
-    ok = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"".join(
-        b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
+    ok = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events)
+        + b"0\r\n\r\n"
+    )
     connections = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -175,10 +183,26 @@ def tls_context(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
     # openssl ships with Debian; without it this test must fail loudly, not pass as skipped.
     assert shutil.which("openssl") is not None, "install openssl to make a test certificate"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
     )
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
@@ -189,8 +213,10 @@ def test_https_streams_when_verification_is_off_and_fails_as_connect_when_on(
     tls_context: ssl.SSLContext,
 ) -> None:
     async def scenario(verify: bool) -> RequestRecord:
-        async with ScriptedServer(FAST, ssl_context=tls_context) as server, \
-                StreamingClient(server.base_url, verify_tls=verify) as client:
+        async with (
+            ScriptedServer(FAST, ssl_context=tls_context) as server,
+            StreamingClient(server.base_url, verify_tls=verify) as client,
+        ):
             assert server.base_url.startswith("https://")
             return await client.send({"prompt": "x"}, RequestRecord(0), RunAnchor.now())
 

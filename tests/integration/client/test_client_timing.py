@@ -31,19 +31,20 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure(server: ServerProcess, concurrency: int, rounds: int, kernel: bool) -> tuple[
-    list[RequestRecord], dict[int, RequestLog], RunAnchor
-]:
+def measure(
+    server: ServerProcess, concurrency: int, rounds: int, kernel: bool
+) -> tuple[list[RequestRecord], dict[int, RequestLog], RunAnchor]:
     """One warm-up round (opens the connections), then ``rounds`` rounds of ``concurrency``."""
     anchor = RunAnchor.now()
 
     async def scenario() -> list[RequestRecord]:
         async with StreamingClient(server.base_url, kernel_timestamps=kernel) as client:
+
             async def round_of(first: int) -> list[RequestRecord]:
                 records = [RequestRecord(first + i) for i in range(concurrency)]
-                await asyncio.gather(*(
-                    client.send({"prompt": "x", "ttft_tag": r.index}, r, anchor)
-                    for r in records))
+                await asyncio.gather(
+                    *(client.send({"prompt": "x", "ttft_tag": r.index}, r, anchor) for r in records)
+                )
                 return records
 
             await round_of(-concurrency)
@@ -85,10 +86,12 @@ def check_once(concurrency: int, rounds: int, kernel: bool) -> None:
         assert record.sent_ns is not None
         ttft_ms.append((record.first_content_ns - record.sent_ns) / 1e6)
     p50, p99 = quantile(errors_ms, 0.5), quantile(errors_ms, 0.99)
-    print(f"\n{'kernel' if kernel else 'read-time'} stamps, concurrency {concurrency}: "
-          f"client - server first token: p50 {p50:.3f} ms, "
-          f"p99 {p99:.3f} ms, min {min(errors_ms):.3f} ms; TTFT p50 "
-          f"{quantile(ttft_ms, 0.5):.2f} ms (scripted {FIRST_TOKEN_MS} ms)")
+    print(
+        f"\n{'kernel' if kernel else 'read-time'} stamps, concurrency {concurrency}: "
+        f"client - server first token: p50 {p50:.3f} ms, "
+        f"p99 {p99:.3f} ms, min {min(errors_ms):.3f} ms; TTFT p50 "
+        f"{quantile(ttft_ms, 0.5):.2f} ms (scripted {FIRST_TOKEN_MS} ms)"
+    )
     assert min(errors_ms) > 0, "a token was stamped before the server wrote it"
     assert p99 < (1.0 if kernel else 5.0)
     # TTFT can only be later than the scripted delay. Alone, the server keeps to its script, so
@@ -105,14 +108,14 @@ needs_kernel_stamps = pytest.mark.skipif(
 
 
 @needs_kernel_stamps
-def test_kernel_stamped_first_token_is_within_a_millisecond_of_the_write_at_concurrency_1(
-) -> None:
+def test_kernel_stamped_first_token_is_within_a_millisecond_of_the_write_at_concurrency_1() -> None:
     check(concurrency=1, rounds=40, kernel=True)
 
 
 @needs_kernel_stamps
-def test_kernel_stamped_first_token_is_within_a_millisecond_of_the_write_at_concurrency_256(
-) -> None:
+def test_kernel_stamped_first_token_is_within_a_millisecond_of_the_write_at_concurrency_256() -> (
+    None
+):
     check(concurrency=256, rounds=3, kernel=True)
 
 
@@ -124,14 +127,14 @@ def test_read_time_stamped_first_token_is_within_5_ms_of_the_write_at_concurrenc
     check(concurrency=256, rounds=3, kernel=False)
 
 
-def test_a_kernel_stamp_is_converted_to_the_monotonic_clock_and_never_later_than_the_read(
-) -> None:
+def test_a_kernel_stamp_is_converted_to_the_monotonic_clock_and_never_later_than_the_read() -> None:
     import time
 
     def ancillary(realtime_ns: int) -> list[tuple[int, int, bytes]]:
         sec, nsec = divmod(realtime_ns, 1_000_000_000)
-        return [(socket.SOL_SOCKET, connection._SO_TIMESTAMPNS or 35,
-                 struct.pack("@ll", sec, nsec))]
+        return [
+            (socket.SOL_SOCKET, connection._SO_TIMESTAMPNS or 35, struct.pack("@ll", sec, nsec))
+        ]
 
     now = time.perf_counter_ns()
     offset = time.time_ns() - time.perf_counter_ns()

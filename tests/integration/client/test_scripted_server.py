@@ -16,8 +16,11 @@ from ttft.testing.sse_script import Script, render
 
 
 def post(base_url: str, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
-    request = urllib.request.Request(base_url + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        base_url + path,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as resp:
             return resp.status, resp.read()
@@ -44,8 +47,13 @@ def test_chat_stream_has_role_chunk_tokens_finish_usage_and_done_in_order() -> N
 
 
 def test_log_records_the_write_time_of_each_piece_at_its_scripted_offset() -> None:
-    script = Script(headers_delay_ms=5, role_delay_ms=5, first_token_delay_ms=30,
-                    token_interval_ms=10, n_tokens=3)
+    script = Script(
+        headers_delay_ms=5,
+        role_delay_ms=5,
+        first_token_delay_ms=30,
+        token_interval_ms=10,
+        n_tokens=3,
+    )
     with ScriptedServer(script).in_thread() as server:
         post(server.base_url, "/v1/chat/completions", {"messages": [], "ttft_tag": "a"})
         log = server.snapshot().logs[0]
@@ -59,19 +67,27 @@ def test_log_records_the_write_time_of_each_piece_at_its_scripted_offset() -> No
         assert want <= got < want + 15, offsets_ms
 
 
-def test_a_request_overrides_its_script_through_ttft_script_and_a_callable_picks_per_path(
-) -> None:
+def test_a_request_overrides_its_script_through_ttft_script_and_a_callable_picks_per_path() -> None:
     def pick(path: str, body: dict[str, Any]) -> Script:
         return Script(status=503 if path == "/v1/completions" else 200, first_token_delay_ms=0)
 
     with ScriptedServer(pick).in_thread() as server:
         assert post(server.base_url, "/v1/completions", {"prompt": "x"})[0] == 503
         assert post(server.base_url, "/v1/chat/completions", {"messages": []})[0] == 200
-        status, raw = post(server.base_url, "/v1/chat/completions",
-                           {"messages": [], "ttft_script": {"status": 400}})
+        status, raw = post(
+            server.base_url,
+            "/v1/chat/completions",
+            {"messages": [], "ttft_script": {"status": 400}},
+        )
         assert status == 400 and json.loads(raw)["error"]["message"] == "scripted error"
-        assert post(server.base_url, "/v1/chat/completions",
-                    {"messages": [], "ttft_script": {"nope": 1}})[0] == 400
+        assert (
+            post(
+                server.base_url,
+                "/v1/chat/completions",
+                {"messages": [], "ttft_script": {"nope": 1}},
+            )[0]
+            == 400
+        )
 
 
 def test_completions_stream_uses_text_and_an_empty_first_text_chunk() -> None:
@@ -92,18 +108,21 @@ def test_gzip_script_sends_a_gzip_body_that_decodes_to_the_events() -> None:
 
 @pytest.mark.parametrize("framing", ["chunked", "length", "close"])
 def test_early_close_is_abrupt_in_every_framing(framing: str) -> None:
-    pieces = render(Script(n_tokens=4).merged({"close_after": 1, "framing": framing}),
-                    "chat", 1, "m")
+    pieces = render(
+        Script(n_tokens=4).merged({"close_after": 1, "framing": framing}), "chat", 1, "m"
+    )
     assert pieces[-1].close
     assert not pieces[-1].data.endswith(b"0\r\n\r\n")
 
 
 def test_subprocess_server_serves_the_client_and_returns_its_log_over_http() -> None:
     with ServerProcess(Script(first_token_delay_ms=1, n_tokens=3)) as server:
+
         async def scenario() -> RequestRecord:
             async with StreamingClient(server.base_url) as client:
-                return await client.send({"prompt": "x", "ttft_tag": 7}, RequestRecord(0),
-                                         RunAnchor.now())
+                return await client.send(
+                    {"prompt": "x", "ttft_tag": 7}, RequestRecord(0), RunAnchor.now()
+                )
 
         record = asyncio.run(scenario())
         snap = server.snapshot(clear=True)

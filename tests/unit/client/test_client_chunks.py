@@ -68,20 +68,29 @@ def test_done_marks_the_done_rung_and_later_events_are_ignored() -> None:
 
 
 def test_usage_and_timings_on_the_finish_chunk_are_read() -> None:
-    finish = {"choices": [{"delta": {}, "finish_reason": "stop"}],
-              "usage": {"prompt_tokens": 610, "completion_tokens": 5,
-                        "prompt_tokens_details": {"cached_tokens": 574}},
-              "timings": {"cache_n": 574, "prompt_n": 36, "prompt_ms": 80.5, "note": "x"}}
+    finish = {
+        "choices": [{"delta": {}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": 610,
+            "completion_tokens": 5,
+            "prompt_tokens_details": {"cached_tokens": 574},
+        },
+        "timings": {"cache_n": 574, "prompt_n": 36, "prompt_ms": 80.5, "note": "x"},
+    }
     record, _ = read(delta(content="a"), finish, "[DONE]")
     assert (record.prompt_tokens, record.completion_tokens, record.cached_tokens) == (610, 5, 574)
     assert record.server_timings == {"cache_n": 574.0, "prompt_n": 36.0, "prompt_ms": 80.5}
 
 
 def test_usage_and_timings_on_an_extra_final_chunk_with_no_choices_are_read() -> None:
-    final = {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2},
-             "timings": {"predicted_n": 2, "predicted_ms": 33.0}}
-    record, _ = read(delta(content="a"), {"choices": [{"delta": {}, "finish_reason": "stop"}]},
-                     final, "[DONE]")
+    final = {
+        "choices": [],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 2},
+        "timings": {"predicted_n": 2, "predicted_ms": 33.0},
+    }
+    record, _ = read(
+        delta(content="a"), {"choices": [{"delta": {}, "finish_reason": "stop"}]}, final, "[DONE]"
+    )
     assert record.prompt_tokens == 9 and record.cached_tokens is None
     assert record.server_timings == {"predicted_n": 2.0, "predicted_ms": 33.0}
     assert record.chunk_ns == [10]
@@ -121,8 +130,13 @@ def test_error_message_finds_the_message_in_the_usual_shapes(payload: Any, messa
 def test_typed_requests_stream_with_usage_and_raw_bodies_are_routed_by_their_keys() -> None:
     api, body = prepare(ChatRequest([{"role": "user", "content": "hi"}], max_tokens=8), "m")
     assert api == "chat"
-    assert body == {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8,
-                    "stream": True, "stream_options": {"include_usage": True}, "model": "m"}
+    assert body == {
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 8,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "model": "m",
+    }
     api, body = prepare(CompletionRequest("x", model="own", include_usage=False), "m")
     assert api == "completions" and body == {"prompt": "x", "model": "own", "stream": True}
     api, body = prepare({"prompt": "x", "ttft_tag": 3})

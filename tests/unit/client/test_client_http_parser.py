@@ -136,10 +136,13 @@ def test_malformed_or_unsupported_responses_are_protocol_errors(raw: bytes) -> N
 
 def test_gzip_body_is_decoded_incrementally_keeping_each_flush_at_its_read_time() -> None:
     gz = zlib.compressobj(wbits=31)
-    parts = [gz.compress(b"data: a\n\n") + gz.flush(zlib.Z_SYNC_FLUSH),
-             gz.compress(b"data: [DONE]\n\n") + gz.flush()]
-    head = (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n"
-            b"Content-Length: %d\r\n\r\n" % sum(map(len, parts)))
+    parts = [
+        gz.compress(b"data: a\n\n") + gz.flush(zlib.Z_SYNC_FLUSH),
+        gz.compress(b"data: [DONE]\n\n") + gz.flush(),
+    ]
+    head = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % sum(
+        map(len, parts)
+    )
     parser = ResponseParser(sink := Sink())
     parser.feed(head + parts[0], 10)
     parser.feed(parts[1], 20)
@@ -167,8 +170,9 @@ def test_bytes_after_a_complete_response_make_the_connection_unusable() -> None:
 
 def test_request_head_has_host_and_length_and_keeps_given_headers_in_order() -> None:
     raw = build_request("POST", "/v1/completions", "h:1", {"A": "1", "host": "evil"}, b"{}")
-    assert raw == (b"POST /v1/completions HTTP/1.1\r\nHost: h:1\r\nA: 1\r\n"
-                   b"Content-Length: 2\r\n\r\n{}")
+    assert raw == (
+        b"POST /v1/completions HTTP/1.1\r\nHost: h:1\r\nA: 1\r\nContent-Length: 2\r\n\r\n{}"
+    )
 
 
 def test_first_byte_is_the_first_body_byte_on_the_wire_even_before_gzip_yields_text() -> None:

@@ -4,8 +4,9 @@ from pathlib import Path
 
 from tune_testkit import FakeRunner
 
+from ttft.core.changes import Change
 from ttft.core.slo import parse_slos
-from ttft.tune.ab import Arm, Change, arms, attribution, order_changes, overlap_note, run_ab
+from ttft.tune.ab import Arm, arms, attribution, order_changes, overlap_note, run_ab
 from ttft.tune.experiment import ExperimentDir
 from ttft.tune.space import Config
 from ttft.tune.tables import AB_COLUMNS, ab_json, ab_rows, to_markdown

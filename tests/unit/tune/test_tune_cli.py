@@ -14,7 +14,7 @@ def test_parse_change_reads_flags_transforms_targets_and_tiers() -> None:
     change = parse_change("moved and more slots | move-dynamic -np=4 tier=3")
     assert change.label == "moved and more slots"
     assert change.flags == {"-np": "4"} and change.transforms == ("move-dynamic",)
-    assert change.cost == 3
+    assert change.tier == 3 and change.cost_key() == (3, 2)
     assert parse_change("other | url=http://10.0.0.2:8000").url == "http://10.0.0.2:8000"
     with pytest.raises(TtftError, match="LABEL"):
         parse_change("-np=4")

@@ -201,8 +201,7 @@ def rule_concurrency_cap(cmd: EngineCommand, opts: EngineLintOptions) -> list[Fi
                 f"{expected} are expected: the other {expected - value} wait in a queue before "
                 f"their prefill even starts.{staircase}",
                 arg,
-                f"{spelled} {expected}"
-                + roles.concurrency_fix_note,
+                f"{spelled} {expected}" + roles.concurrency_fix_note,
                 "no queueing at the expected load",
             )
         ]

@@ -1,2 +1,1 @@
-"""Prompt lint: dynamic content in the prefix, prefix-cache models, token and template checks.
-"""
+"""Prompt lint: dynamic content in the prefix, prefix-cache models, token and template checks."""
