@@ -1,0 +1,1 @@
+"""Proxies that ttft runs itself (nginx from a user's configuration)."""
