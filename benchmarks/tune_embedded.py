@@ -23,7 +23,8 @@ from pathlib import Path
 
 from ttft.core.changes import Change
 from ttft.core.slo import parse_slos
-from ttft.tune.ab import attribution, overlap_note, run_ab
+from ttft.tune.attribution import overlap_note, total_cut
+from ttft.tune.chain import run_chain
 from ttft.tune.experiment import ExperimentDir
 from ttft.tune.runner import LlamaCppRunner
 from ttft.tune.space import configurations, parse_space
@@ -80,7 +81,7 @@ def main() -> None:
     )
     spec = {"kind": "ab", "workload": ab_workload.describe(), "repeats": args.repeats}
     exp = ExperimentDir.open(args.out / "ab", spec, resume=args.resume)
-    by_arm = run_ab(
+    chain = run_chain(
         baseline,
         changes,
         runner,
@@ -95,9 +96,11 @@ def main() -> None:
             flush=True,
         ),
     )
-    rows = attribution(baseline, changes, by_arm)
+    rows = chain.rows
     print(to_markdown("A/B chain at concurrency 4 (ms)", AB_COLUMNS, ab_rows(rows)))
     print(overlap_note(rows) or "")
+    total = total_cut(rows)
+    print(total.text() if total else "no total: a step was not measured")
     print(f"A/B took {time.monotonic() - started:.0f} s")
 
 

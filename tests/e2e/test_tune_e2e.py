@@ -22,7 +22,8 @@ import pytest
 
 from ttft.core.changes import Change
 from ttft.core.slo import parse_slos
-from ttft.tune.ab import attribution, overlap_note, run_ab
+from ttft.tune.attribution import KEPT, overlap_note
+from ttft.tune.chain import run_chain
 from ttft.tune.experiment import ExperimentDir
 from ttft.tune.runner import LlamaCppRunner
 from ttft.tune.space import configurations, parse_space
@@ -180,13 +181,15 @@ def test_ab_chain_attributes_each_step_with_ci_apart_gains(
         shape="timestamp-first", prefix_words=460, suffix_words=8, max_tokens=32, requests=8
     )
     exp = ExperimentDir.open(tmp_path / "ab", {"kind": "ab"}, resume=False)
-    by_arm = run_ab(
+    chain = run_chain(
         baseline, changes, _runner(engine_threads), exp, workload, (), concurrency=4, repeats=2
     )
+    by_arm = chain.by_arm
     prompt = [lv for r in by_arm["step 0"] for lv in r.levels]
     assert prompt and all(lv.ok == lv.n for lv in prompt)
-    rows = attribution(baseline, changes, by_arm)
+    rows = chain.rows
     assert [r.name for r in rows] == ["step 0", "step 1", "step 2"]
+    assert [r.verdict for r in rows[1:]] == [KEPT, KEPT]
     for row in rows[1:]:
         assert row.vs_previous_ms is not None and row.vs_previous_ms < 0, row
         assert row.significant, f"{row.label}: CI overlaps the previous step's"

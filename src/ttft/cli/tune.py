@@ -122,9 +122,15 @@ def sweep(**opts: Any) -> None:
     "--change",
     "changes",
     multiple=True,
-    required=True,
     help="'LABEL | ITEM ...', ITEM = FLAG=VALUE, move-dynamic, url=URL or tier=N "
     "(repeat, one per step).",
+)
+@click.option(
+    "--plan",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="A plan written by `ttft doctor --plan` (and edited by you): its service, workload "
+    "and steps, in the order written. Replaces --change and the workload options.",
 )
 @click.option(
     "--fixed-order",
@@ -141,7 +147,19 @@ def sweep(**opts: Any) -> None:
 )
 @_workload_options
 def ab(**opts: Any) -> None:
-    """A chain of changes from a baseline: what each step gains, in sequence and alone."""
-    from ttft.cli.tune_run import execute_ab
+    """A chain of changes from a baseline: what each step gains, in sequence and alone.
+
+    Each step is measured cumulatively (baseline, +1, +1+2, ...) and each later change alone on
+    the baseline, in interleaved repeats; the table gives TTFT p50/p95 with 95% bootstrap CIs,
+    each step's gain, and a verdict: kept (CIs apart, faster), no effect, or regressed (then
+    undone in the later steps). A change ttft cannot apply itself (a proxy or engine it does not
+    run) pauses the chain with the exact change and the command that resumes it (exit code 3).
+
+    \b
+      ttft doctor --url URL --nginx-conf site.conf --engine-cmd '...' --plan plan.toml
+      ttft tune ab --plan plan.toml --out results/ab
+      ttft tune ab --plan plan.toml --out results/ab --resume     # after a pause
+    """
+    from ttft.cli.tune_ab import execute_ab
 
     execute_ab(opts)

@@ -83,7 +83,8 @@ class HttpTrialSession:
         return replace(level, warmup_s=result.cells[0].duration_ns / 1e9)
 
 
-def _open_sink(records: Path, config: Config, target: Target) -> JsonlSink:
+def open_sink(records: Path, config: Mapping[str, Any], target: Target) -> JsonlSink:
+    """The trial's records file, opened with a header line saying what was measured."""
     sink = JsonlSink(records).open()
     sink.write(
         {
@@ -171,7 +172,7 @@ class LlamaCppRunner:
             target = Target(
                 engine.base_url, engine.model_name, engine.metrics_url, "llamacpp", None, {}
             )
-            with _open_sink(records, config, target) as sink:
+            with open_sink(records, config, target) as sink:
                 yield HttpTrialSession(
                     target,
                     workload,
@@ -207,7 +208,7 @@ class ClientOnlyRunner:
         target = self.target
         if "url" in config:
             target = self.targets.get(config["url"]) or Target(config["url"], self.target.model)
-        with _open_sink(records, config, target) as sink:
+        with open_sink(records, config, target) as sink:
             yield HttpTrialSession(target, workload, sink, slos, timeout_s=self.request_timeout_s)
 
 

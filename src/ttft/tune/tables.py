@@ -11,7 +11,7 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ttft.tune.ab import AttributionRow
+from ttft.tune.attribution import AttributionRow, TotalCut
 from ttft.tune.space import config_label
 from ttft.tune.sweep import pareto_ids, rank
 from ttft.tune.trial import TrialResult
@@ -42,6 +42,8 @@ AB_COLUMNS = (
     "vs_baseline_ms",
     "alone_vs_baseline_ms",
     "ci_apart",
+    "verdict",
+    "applied_by",
     "failed",
 )
 
@@ -107,6 +109,8 @@ def ab_rows(rows: Sequence[AttributionRow]) -> list[dict[str, str]]:
                 "vs_baseline_ms": _signed(row.vs_baseline_ms),
                 "alone_vs_baseline_ms": _signed(row.alone_vs_baseline_ms),
                 "ci_apart": "" if row.significant is None else ("yes" if row.significant else "no"),
+                "verdict": row.verdict,
+                "applied_by": row.applied_by if row.name != "step 0" else "",
                 "failed": str(row.failed),
             }
         )
@@ -147,11 +151,17 @@ def sweep_json(
 
 
 def ab_json(
-    rows: Sequence[AttributionRow], note: str | None, trials: dict[str, list[TrialResult]]
+    rows: Sequence[AttributionRow],
+    note: str | None,
+    trials: dict[str, list[TrialResult]],
+    total: TotalCut | None = None,
+    undone: Sequence[int] = (),
 ) -> dict[str, Any]:
     return {
         "schema": AB_SCHEMA,
         "table": ab_rows(rows),
         "overlap_note": note,
+        "total": None if total is None else total.to_dict(),
+        "undone_steps": list(undone),
         "trials": {arm: [r.to_dict() for r in runs] for arm, runs in trials.items()},
     }

@@ -6,7 +6,8 @@ from tune_testkit import FakeRunner
 
 from ttft.core.changes import Change
 from ttft.core.slo import parse_slos
-from ttft.tune.ab import Arm, arms, attribution, order_changes, overlap_note, run_ab
+from ttft.tune.ab import Arm, arms, order_changes, run_ab
+from ttft.tune.attribution import KEPT, attribution, overlap_note, total_cut
 from ttft.tune.experiment import ExperimentDir
 from ttft.tune.space import Config
 from ttft.tune.tables import AB_COLUMNS, ab_json, ab_rows, to_markdown
@@ -56,13 +57,16 @@ def test_repeats_interleave_and_the_table_attributes_each_gain(tmp_path: Path) -
     )
     names = ["step 0", "step 1", "step 2", "alone 2"]
     assert order == [(n, 0) for n in names] + [(n, 1) for n in names]
-    rows = attribution(BASELINE, [MOVE, SLOTS], by_arm)
+    rows = attribution(arms(BASELINE, [MOVE, SLOTS]), by_arm)
     assert [r.name for r in rows] == ["step 0", "step 1", "step 2"]
     base, moved, slots = rows
     assert base.ttft is not None and moved.ttft is not None and slots.ttft is not None
     assert moved.vs_previous_ms is not None and moved.vs_previous_ms < 0
     assert slots.vs_previous_ms is not None and slots.vs_previous_ms < 0
     assert moved.significant and slots.significant
+    assert [moved.verdict, slots.verdict] == [KEPT, KEPT]
+    total = total_cut(rows)
+    assert total is not None and total.final_step == "step 2" and total.p50_pct < -77
     assert slots.vs_baseline_ms == slots.ttft.p50 - base.ttft.p50
     # Alone, more slots gain much more on uncached prompts than after the move: overlap.
     assert slots.alone_vs_baseline_ms is not None

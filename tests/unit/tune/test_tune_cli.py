@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from ttft.cli.main import cli
-from ttft.cli.tune_run import parse_change
+from ttft.cli.tune_ab import parse_change
 from ttft.core.errors import TtftError
 
 
