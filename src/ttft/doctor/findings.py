@@ -67,4 +67,5 @@ def doctor_dict(finding: Finding) -> dict[str, Any]:
         "evidence": [e.to_dict() for e in finding.evidence],
         "expected_gain_ms": finding.expected_gain_ms,
         "expected_gain": finding.gain,
+        "change": None if finding.change is None else finding.change.to_dict(),
     }

@@ -9,6 +9,7 @@ from ttft.core.metrics import get_metric
 from ttft.core.records import RequestRecord
 from ttft.core.slo import Slo, SloVerdict, evaluate
 from ttft.core.units import display_unit, to_display
+from ttft.doctor.changes import admission_cap
 from ttft.doctor.findings import StepResult
 
 
@@ -64,6 +65,7 @@ def check_slos(
                 "or apply the scheduling findings above",
                 tier=CostTier.SCHEDULING,
                 confidence=Confidence.MEDIUM,
+                change=admission_cap(cap),
             )
         else:
             step.add_finding(

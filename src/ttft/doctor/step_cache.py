@@ -7,6 +7,7 @@ from typing import Any
 
 from ttft.core.findings import Confidence, CostTier, Evidence
 from ttft.core.records import RequestRecord
+from ttft.doctor.changes import move_dynamic_last
 from ttft.doctor.context import DoctorContext, median, server_ms, ttft_ms, ttfts_ms
 from ttft.doctor.findings import StepResult, StepStatus
 from ttft.prompts.dynamic_content import DynamicSpan, find_dynamic
@@ -163,6 +164,7 @@ def _replay(ctx: DoctorContext, step: StepResult, cache_works: bool) -> None:
         tier=CostTier.TRANSPORT,  # a prompt/template change: the cheapest tier
         confidence=Confidence.HIGH if cache_works else Confidence.MEDIUM,
         expected_gain_ms=gain,
+        change=move_dynamic_last(),
         gain=(
             f"about {gain:.0f} ms of prefill per request"
             if gain

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ttft.core.findings import Confidence, CostTier, Evidence
 from ttft.core.records import RequestRecord
+from ttft.doctor.changes import more_slots
 from ttft.doctor.context import DoctorContext, describe_levels, median, server_ms, ttfts_ms
 from ttft.doctor.findings import StepResult, StepStatus
 from ttft.doctor.slo_check import check_slos
@@ -170,5 +171,6 @@ def _queueing_finding(
             expected_gain_ms=wait,
             gain=f"up to {wait:.0f} ms of TTFT p50 at concurrency {level}, paid "
             "for with slower batched prefill",
+            change=more_slots(ctx, level),
         )
         return

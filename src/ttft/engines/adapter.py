@@ -32,6 +32,9 @@ class FlagRoles:
     concurrency_cap_default: int | None = None  # the cap when the flag is unset (None: unknown)
     concurrency_note: str = ""  # a measured example of what queueing behind the cap costs
     concurrency_fix_note: str = ""  # what else to change with the cap
+    # The context size the slots share (llama.cpp: each of -np slots gets -c / -np tokens), so a
+    # change of the cap must scale it; None: each request's context is its own.
+    shared_context: str | None = None
     kv_cache_dtype: tuple[str, ...] = ()  # flags that set KV-cache precision
     eager_mode: str | None = None  # the switch that turns CUDA graphs off
     cpu_offload: str | None = None  # the flag that offloads weights to CPU memory

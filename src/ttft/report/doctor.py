@@ -44,6 +44,11 @@ def _finding_text(number: int, finding: Finding) -> Text:
     if gain_text(finding):
         text.append("   gain:   ", style="dim")
         text.append(f"{gain_text(finding)}\n")
+    text.append("   change: ", style="dim")
+    if finding.change is not None:
+        text.append(f"{finding.change.summary()} (applied by `ttft tune ab --plan`)\n")
+    else:
+        text.append("no automatic change: apply the action by hand\n", style="dim")
     text.append("   tier:   ", style="dim")
     text.append(f"{_tier_text(finding)}  [{finding.rule}]\n")
     for evidence in finding.evidence[:14]:

@@ -42,6 +42,7 @@ ADAPTER = EngineAdapter(
         concurrency_note=" On the embedded llama-server, 4 concurrent ~600-token prompts with "
         "-np 1 got first tokens at 1.2 / 2.7 / 4.2 / 5.8 s.",
         concurrency_fix_note=" (and -c large enough for all slots)",
+        shared_context="ctx-size",
         kv_cache_dtype=("cache-type-k", "cache-type-v"),
     ),
     rules=RULES,
