@@ -62,6 +62,13 @@ from ttft.cli.target_options import TargetOptions, target_options
     "--format", "fmt", type=click.Choice(["text", "json", "markdown", "sarif"]), default="text"
 )
 @click.option("--fail-on-findings", is_flag=True, help="Exit 1 when there is any finding (CI).")
+@click.option(
+    "--plan",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the findings' changes as an editable plan (TOML), cheapest first, with the "
+    "service as measured; run it with `ttft tune ab --plan FILE`.",
+)
 def doctor(target: TargetOptions, **opts: Any) -> None:
     """Find where time-to-first-token goes on a live service, cheapest fix first.
 
@@ -76,6 +83,8 @@ def doctor(target: TargetOptions, **opts: Any) -> None:
       ttft doctor                                     # the embedded engine
       ttft doctor --url http://gateway:8080 --direct-url http://engine:8000
       ttft doctor --url URL --requests-log requests.jsonl --nginx-conf /etc/nginx/nginx.conf
+      ttft doctor --url URL --direct-url ENGINE --nginx-conf site.conf \\
+          --engine-cmd 'llama-server -m model.gguf -np 1' --plan plan.toml
     """
     from ttft.cli.doctor_run import execute
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from ttft.core.target import Target
 from ttft.doctor.context import DoctorContext, server_tokenizer
 from ttft.doctor.findings import StepResult
 from ttft.doctor.run import STEPS, run_doctor
+from ttft.engines.argv_edit import remove_flags
 from ttft.engines.control import ControlClient, complete_target
 from ttft.probe.sampler import sample
 from ttft.workload.builders import from_jsonl
@@ -40,10 +42,12 @@ def _embedded_ctx(real: list[WorkItem]) -> int:
 @contextlib.contextmanager
 def _target(
     options: DoctorOptions, real: list[WorkItem], console: Console
-) -> Iterator[tuple[Target, bool, RequestRecord | None]]:
+) -> Iterator[tuple[Target, RequestRecord | None, str | None]]:
+    """The target, the cold first request (embedded engine), and the launch command of an
+    engine doctor started itself (None for a service it was pointed at)."""
     given = options.target.target()
     if given is not None:
-        yield complete_target(given), False, None
+        yield complete_target(given), None, None
         return
     from ttft.engines.llamacpp.embedded import launch_embedded
 
@@ -54,7 +58,9 @@ def _target(
     )
     with launch_embedded(ctx_size=ctx_size, parallel=EMBEDDED_SLOTS) as engine:
         target = Target(engine.base_url, engine.model_name, engine.metrics_url, "llamacpp")
-        yield target, True, _cold_request(target)
+        # The plan runs its own copy of this engine on a port of its own.
+        launch = shlex.join(remove_flags(engine.process.argv, ["--port", "--host"], "llamacpp"))
+        yield target, _cold_request(target), launch
 
 
 def _cold_request(target: Target) -> RequestRecord | None:
@@ -78,7 +84,8 @@ def execute(options: DoctorOptions) -> None:
         raise click.BadParameter("must be above 0 minutes", param_hint="--budget")
     deadline = time.monotonic() + 60 * options.budget
     lint_findings = _lint(options)
-    with _target(options, real, console) as (target, managed, cold):
+    with _target(options, real, console) as (target, cold, launch):
+        managed = launch is not None
         direct = None
         if options.direct_url:
             direct = Target(
@@ -111,6 +118,8 @@ def execute(options: DoctorOptions) -> None:
         ctx.shared["force_hol"] = bool(options.hol)
         report = run_doctor(ctx, on_step=_progress(console), extra_findings=lint_findings)
     _emit(report, options, console)
+    if options.plan is not None:
+        _write_plan(report, options, ctx, launch, console)
     if options.fail_on_findings and report.findings:
         raise click.exceptions.Exit(1)
     if report.failed_steps and not any(s.status == "ok" for s in report.steps):
@@ -158,3 +167,33 @@ def _emit(report: Any, options: DoctorOptions, console: Console) -> None:
         (out / "report.json").write_text(json.dumps(report.to_dict(), indent=2))
         (out / "report.md").write_text(doctor_markdown(report))
         console.print(f"report: {out}/report.json, {out}/report.md")
+
+
+def _write_plan(
+    report: Any, options: DoctorOptions, ctx: DoctorContext, launch: str | None, console: Console
+) -> None:
+    """The findings' changes as a plan, with the service as doctor measured it."""
+    from ttft.core.plan import ServiceSpec, plan_to_toml
+    from ttft.doctor.plan import build_plan
+
+    def absolute(path: Path | None) -> str | None:
+        return None if path is None else str(path.resolve())
+
+    service = ServiceSpec(
+        url=options.target.url,
+        engine=ctx.engine_kind,
+        direct_url=options.direct_url,
+        launch=launch or options.engine_cmd,
+        nginx_conf=absolute(options.nginx_conf),
+        requests_log=absolute(options.requests_log),
+        concurrency=max(ctx.levels),
+        slos=tuple(options.slo_texts),
+    )
+    plan = build_plan(report.findings, service, source=f"ttft doctor {report.target}")
+    assert options.plan is not None
+    options.plan.parent.mkdir(parents=True, exist_ok=True)
+    options.plan.write_text(plan_to_toml(plan), encoding="utf-8")
+    console.print(
+        f"plan: {options.plan} ({len(plan.steps)} step(s), {len(plan.unapplied)} to do by hand); "
+        f"run it with: ttft tune ab --plan {options.plan}"
+    )

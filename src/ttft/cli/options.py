@@ -55,3 +55,4 @@ class DoctorOptions:
     out_dir: Path | None
     fmt: str
     fail_on_findings: bool
+    plan: Path | None = None
