@@ -184,6 +184,9 @@ class _Copier:
         self.tree = prefix / "conf" / "files"
         self.conf_dir = conf_dir
         self.texts = {os.path.abspath(k): v for k, v in texts.items()}
+        # sites-enabled/x is usually a link to sites-available/x: a patch may name either.
+        self.real_texts = {os.path.realpath(k): k for k in self.texts}
+        self.used: set[str] = set()
         self.upstreams = upstreams
         self.files: dict[str, Path] = {}
         self.notes: list[str] = []
@@ -204,8 +207,10 @@ class _Copier:
         return port
 
     def read(self, path: str) -> str | None:
-        if path in self.texts:
-            return self.texts[path]
+        key = path if path in self.texts else self.real_texts.get(os.path.realpath(path))
+        if key is not None:
+            self.used.add(key)
+            return self.texts[key]
         try:
             return Path(path).read_text()
         except (OSError, UnicodeDecodeError):
@@ -281,6 +286,18 @@ def _conf_dir(main: Path, site: bool) -> Path:
     return folder.parent if site and folder.name in _SITE_FOLDERS else folder
 
 
+def _check_texts(copier: _Copier) -> None:
+    # A patch for a file the configuration never includes would run the A/B on the unpatched
+    # configuration: a silent no-op, so it is an error.
+    unused = sorted(set(copier.texts) - copier.used)
+    if unused:
+        raise TtftError(
+            f"the nginx configuration does not include {', '.join(unused)}, which the edits "
+            f"patch; it reads {', '.join(copier.files)}",
+            "name the file by the path its include resolves to",
+        )
+
+
 def _check_upstreams(copier: _Copier, upstreams: Mapping[str, str]) -> None:
     missing = [key for key in upstreams if key not in copier.matched]
     if missing:
@@ -330,6 +347,7 @@ def serve_config(
         conf_dir = _conf_dir(main_file, site)
         copier = _Copier(prefix, conf_dir, texts, upstreams, compiled_prefix(binary))
         copier.process(main_path, ("http",) if site else (), (), main=not site)
+        _check_texts(copier)
         _check_upstreams(copier, upstreams)
         main_copy = copier.files[main_path]
         if site:

@@ -200,6 +200,35 @@ def test_a_wrong_engine_address_names_it_and_what_the_config_uses(
         pass
 
 
+def test_a_patch_for_a_file_the_config_does_not_include_is_an_error(
+    nginx: str, tmp_path: Path
+) -> None:
+    write(tmp_path, {"nginx.conf": FULL, **CONF_D})
+    stray = str(tmp_path / "snippets/other.conf")
+    with (
+        pytest.raises(TtftError, match=f"does not include {stray}"),
+        serve_config(tmp_path / "nginx.conf", texts={stray: "gzip on;\n"}, nginx=nginx),
+    ):
+        pass
+
+
+def test_a_patch_may_name_the_file_a_site_link_points_at(
+    nginx: str, engine: ScriptedServer, tmp_path: Path
+) -> None:
+    write(tmp_path, {"nginx.conf": FULL.replace("conf.d/*.conf", "sites-enabled/*"), **CONF_D})
+    write(tmp_path, {"sites-available/llm": CONF_D["conf.d/b-status.conf"]})
+    (tmp_path / "sites-enabled").mkdir()
+    (tmp_path / "sites-enabled/llm").symlink_to(tmp_path / "sites-available/llm")
+    patched = "server { listen 8080; location / { return 204; } }\n# patched\n"
+    texts = {str(tmp_path / "sites-available/llm"): patched}
+    upstreams = {CONFIG_ADDRESS: f"127.0.0.1:{engine.port}"}
+    with serve_config(
+        tmp_path / "nginx.conf", texts=texts, upstreams=upstreams, nginx=nginx
+    ) as proxy:
+        copy = proxy.config_files[str(tmp_path / "sites-enabled/llm")]
+        assert copy.read_text().endswith("# patched\n")
+
+
 def test_nginx_rejects_a_patch_at_the_users_file_and_line(nginx: str, tmp_path: Path) -> None:
     write(tmp_path, {"nginx.conf": FULL, **CONF_D})
     snippet = str(tmp_path / "snippets/llm.conf")
