@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shlex
 import time
@@ -91,6 +92,16 @@ def execute(options: DoctorOptions) -> None:
             direct = Target(
                 options.direct_url, target.model, None, target.engine_kind, options.target.api_key
             )
+            if options.target.metrics_url is None:
+                # A proxy often passes only /v1/; the engine's own /metrics is the same data.
+                target = dataclasses.replace(target, metrics_url=direct.root + "/metrics")
+        # The engine's control endpoints (/props, /tokenize), through the proxy when it passes
+        # them, else straight from the engine behind it.
+        props = ControlClient(target).props()
+        tokenizer = server_tokenizer(target)
+        if direct is not None:
+            props = props or ControlClient(direct).props()
+            tokenizer = tokenizer or server_tokenizer(direct)
         ctx = DoctorContext(
             target=target,
             deadline=deadline,
@@ -100,8 +111,8 @@ def execute(options: DoctorOptions) -> None:
             levels=levels or (EMBEDDED_LEVELS if managed else DEFAULT_LEVELS),
             real_items=real,
             slos=slos,
-            tokenizer=server_tokenizer(target),
-            props=ControlClient(target).props(),
+            tokenizer=tokenizer,
+            props=props,
         )
         if ctx.engine_kind is None:
             from ttft.load.server_metrics import MetricsWatcher

@@ -179,7 +179,7 @@ class ServiceRunner:
 
     def _start_proxy(self, stack: contextlib.ExitStack, change: Change, engine_url: str) -> str:
         from ttft.proxy.nginx_edit import apply_edits
-        from ttft.proxy.nginx_serve import serve_config
+        from ttft.proxy.nginx import serve_config
 
         assert self.proxy_conf is not None
         texts: dict[str, str] = {}
