@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -245,3 +246,14 @@ def test_a_plan_from_findings_orders_changes_cheapest_first_and_lists_the_rest()
     assert plan.steps[0].why == "client/concurrency title: the cause"
     assert plan.unapplied == ("weights/quant: requantise to Q4_K_M",)
     assert parse_plan(plan_to_toml(plan)) == plan
+
+
+def test_the_example_in_the_docs_is_what_the_writer_writes() -> None:
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "plan.md").read_text(encoding="utf-8")
+    example = doc.split("```toml\n", 1)[1].split("```", 1)[0]
+    plan = parse_plan(example, "docs/plan.md")
+    assert plan_to_toml(plan) == example
+    kinds = [s.change.kinds for s in plan.steps]
+    assert kinds == [("client",), ("proxy",), ("engine",), ("request",)]
+    costs = [s.change.cost_key() for s in plan.steps]
+    assert costs == sorted(costs)  # cheapest first, as doctor writes it
