@@ -193,3 +193,15 @@ def test_a_missing_plan_file_is_an_error_naming_it(tmp_path: Path) -> None:
         load_plan(missing)
     assert str(missing) in caught.value.problem and "not found" in caught.value.problem
     assert caught.value.fix
+
+
+def test_a_syntax_error_at_the_end_of_the_file_names_its_last_line() -> None:
+    error = _error('schema = "ttft.plan/1"\n\nunapplied = [')
+    assert error.problem.startswith("plan.toml:3: not valid TOML: ")
+    assert "end of the file" in error.problem
+
+
+def test_lines_are_found_under_spaced_and_quoted_headers() -> None:
+    text = 'schema = "ttft.plan/1"\n[ service ]\n\n[[ "step" ]]\nlabel = "a"\n  "enabled" = 1\n'
+    error = _error(text)
+    assert error.problem.startswith("plan.toml:6: step 1: enabled must be a boolean, not 1")
