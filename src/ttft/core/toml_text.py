@@ -117,40 +117,29 @@ class TomlLines:
                 self._headers.append(_Header(number, name, match.group(1) == "[["))
 
     def _span(self, path: Sequence[str | int]) -> tuple[int, int, int | None]:
-        """(first, last) headers' positions that belong to the table, and its header's line.
-
-        ``first`` and ``last`` index ``self._headers``: the table's own keys sit between its
-        header and ``first``; its sub-tables' headers are ``first`` up to ``last``.
-        """
+        """The table's sub-table headers, as indexes ``lo`` up to ``hi`` into ``self._headers``,
+        and the line of its own header (None for the top level). A path that names no table
+        stops at the deepest table found, so a message still points somewhere near."""
         lo, hi, line = 0, len(self._headers), None
         names: tuple[str, ...] = ()
         index = 0
         while index < len(path):
             names = (*names, str(path[index]))
             wanted = path[index + 1] if index + 1 < len(path) else None
-            if isinstance(wanted, int):
-                index += 2
-                matches = [
-                    i for i in range(lo, hi) if self._headers[i].name == names
-                ]  # the array's elements, in order
-                if not 1 <= wanted <= len(matches):
-                    return lo, hi, line
-                start = matches[wanted - 1]
-                end = matches[wanted] if wanted < len(matches) else hi
-            else:
-                index += 1
-                found = [i for i in range(lo, hi) if self._headers[i].name == names]
-                if not found:
-                    return lo, hi, line
-                start = found[0]
-                end = next(
-                    (
-                        i
-                        for i in range(start + 1, hi)
-                        if self._headers[i].name[: len(names)] != names
-                    ),
-                    hi,
+            array = isinstance(wanted, int)
+            index += 2 if array else 1
+            nth = wanted if isinstance(wanted, int) else 1
+            matches = [i for i in range(lo, hi) if self._headers[i].name == names]
+            if not 1 <= nth <= len(matches):
+                return lo, hi, line
+            start = matches[nth - 1]
+            if array:  # an element of an array of tables runs to the next element
+                end = matches[nth] if nth < len(matches) else hi
+            else:  # a table runs as long as the headers are its sub-tables
+                inside = (
+                    i for i in range(start + 1, hi) if self._headers[i].name[: len(names)] != names
                 )
+                end = next(inside, hi)
             lo, hi, line = start + 1, end, self._headers[start].line
         return lo, hi, line
 
