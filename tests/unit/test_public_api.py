@@ -66,7 +66,7 @@ LAYERS: dict[str, set[str]] = {
     "prompts": {"core", "workload", "weights"},
     "client": {"core", "workload"},
     "proxy": {"core", "engines"},
-    "testing": {"core", "engines", "proxy"},
+    "testing": {"core", "engines", "proxy", "workload"},
     "load": {"core", "client", "workload", "engines"},
     "probe": {"core", "client", "workload", "engines", "load"},
     "lint": {"core", "engines", "prompts", "workload", "weights"},

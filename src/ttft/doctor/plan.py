@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from ttft.core.changes import Change, order_by_cost
 from ttft.core.findings import CostTier, Finding
 from ttft.core.plan import Plan, PlanStep, ServiceSpec
+from ttft.core.text_edits import TextEdit
 
 # Measured symptoms of a proxy that holds the stream: the proxy step is their fix.
 _PROXY_SYMPTOMS = ("transport/buffered-stream", "transport/gzip-stream")
@@ -23,7 +24,7 @@ def _proxy_step(findings: Sequence[Finding]) -> PlanStep | None:
     with_edits = [f for f in findings if f.change is not None and f.change.edits]
     if not with_edits:
         return None
-    edits = []
+    edits: list[TextEdit] = []
     for f in with_edits:
         assert f.change is not None
         edits.extend(e for e in f.change.edits if e not in edits)

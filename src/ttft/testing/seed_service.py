@@ -20,6 +20,7 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ttft.engines.argv_edit import remove_flags
 from ttft.engines.llamacpp.embedded import launch_embedded
@@ -52,7 +53,7 @@ server {{
 _START = dt.datetime(2026, 3, 15, 14, 22, 0, tzinfo=dt.UTC)
 
 
-def request_log(count: int, system_words: int, seed: str = "seed-story") -> list[dict[str, object]]:
+def request_log(count: int, system_words: int, seed: str = "seed-story") -> list[dict[str, Any]]:
     """Chat requests of several users: one support system prompt led by the current time."""
     policy = sentence_text(f"{seed}/system", system_words)
     lines = []

@@ -285,9 +285,9 @@ def _run_arm(
 
 
 def as_arm_runner(runner: TrialRunner | ArmRunner) -> ArmRunner:
-    if hasattr(runner, "open_arm"):
+    if isinstance(runner, ConfigArmRunner) or hasattr(runner, "open_arm"):
         return runner  # type: ignore[return-value]
-    return ConfigArmRunner(runner)  # type: ignore[arg-type]
+    return ConfigArmRunner(runner)
 
 
 def _read_json(exp: ExperimentDir, name: str) -> dict[str, Any] | None:
