@@ -142,7 +142,7 @@ def _delta(current: Stats | None, reference: Stats | None) -> float | None:
 def overlap_note(rows: Sequence[AttributionRow]) -> str | None:
     """How far the gains alone differ from the chain's total (they do not add up)."""
     steps = [r for r in rows if r.name != "step 0"]
-    if not steps or any(r.alone_vs_baseline_ms is None for r in steps):
+    if len(steps) < 2 or any(r.alone_vs_baseline_ms is None for r in steps):
         return None
     total = steps[-1].vs_baseline_ms
     if total is None:

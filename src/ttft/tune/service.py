@@ -178,8 +178,8 @@ class ServiceRunner:
         return url, argv, startup
 
     def _start_proxy(self, stack: contextlib.ExitStack, change: Change, engine_url: str) -> str:
-        from ttft.proxy.nginx_edit import apply_edits
         from ttft.proxy.nginx import serve_config
+        from ttft.proxy.nginx_edit import apply_edits
 
         assert self.proxy_conf is not None
         texts: dict[str, str] = {}

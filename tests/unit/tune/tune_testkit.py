@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ttft.core.changes import Change
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.core.slo import Slo
@@ -71,3 +72,25 @@ class FakeRunner:
             self.service_ms(config, workload),
             launch_command=["llama-server", *[a for kv in config.items() for a in kv]],
         )
+
+
+@dataclass
+class ManualRunner:
+    """An arm runner for a service ttft does not run: proxy edits and engine flags are the
+    person's to apply; what ttft applies itself reaches ``inner``."""
+
+    inner: FakeRunner
+    applied_by_hand: dict[str, str] = field(default_factory=dict)  # the live service's state
+
+    def manual_reason(self, change: Change) -> str | None:
+        if change.edits or change.flags:
+            return "the proxy is not ttft's to restart"
+        return None
+
+    @contextlib.contextmanager
+    def open_arm(
+        self, change: Change, workload: TuneWorkload, records: Path, slos: Sequence[Slo]
+    ) -> Iterator[FakeSession]:
+        assert not change.edits and not change.flags, "ttft must never apply a manual change"
+        with self.inner.open(dict(self.applied_by_hand), workload, records, slos) as session:
+            yield session
