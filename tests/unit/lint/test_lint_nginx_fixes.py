@@ -12,6 +12,7 @@ from ttft.core.text_edits import TextEdit
 from ttft.lint.nginx.config import load
 from ttft.lint.nginx.fixes import nginx_change
 from ttft.proxy.nginx_edit import apply_edits
+from ttft.report.findings import json_document
 
 # CLEAN minus the line a test wants to get wrong.
 NO_BUFFERING_LINE = CLEAN.replace("proxy_buffering off;", "")
@@ -190,3 +191,14 @@ def test_the_bad_fixture_patched_has_no_streaming_warning_left(tmp_path: Path) -
     after = lint_file(patched(tmp_path / "nginx.conf"))
     streaming = ("nginx/proxy-buffering", "nginx/gzip-event-stream", "nginx/proxy-read-timeout")
     assert [f for f in after if f.rule in streaming and f.severity >= Severity.WARNING] == []
+
+
+def test_json_findings_carry_their_change_and_the_others_none() -> None:
+    doc = json_document(lint_file(NGINX_DATA / "bad" / "nginx.conf"))
+    by_id = {(f["rule"], f["location"]["line"]): f for f in doc["findings"]}
+    buffering = by_id[("nginx/proxy-buffering", 12)]["change"]
+    assert buffering["rule"] == "nginx/proxy-buffering" and buffering["kinds"] == ["proxy"]
+    assert {"action": "insert", "new": "proxy_buffering off;"}.items() <= buffering["edits"][
+        0
+    ].items()
+    assert "change" not in by_id[("nginx/proxy-cache", 20)]
