@@ -20,8 +20,9 @@ from pathlib import Path
 import click
 
 from ttft.cli.engine_choice import EngineKind
-from ttft.cli.lint_common import emit, exit_with, output_options, user_errors
+from ttft.cli.lint_common import emit, exit_with, gate, output_options, user_errors
 from ttft.core.errors import TtftError
+from ttft.core.findings import without_rules
 
 
 @click.group()
@@ -55,20 +56,39 @@ def lint() -> None:
     metavar="TEXT",
     help="Only check locations whose path contains TEXT (repeatable), e.g. --location /v1/.",
 )
+@click.option(
+    "--diff",
+    "show_diff",
+    is_flag=True,
+    help="Print the automatic fixes as a unified diff instead of the report (paths relative to "
+    "PATH's folder: apply with `patch -p1` there). The exit code still follows --fail-on.",
+)
+@click.option(
+    "--write-fixed",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Write the configuration (includes followed) with the automatic fixes applied under DIR, "
+    "each file at its path relative to PATH's folder; files outside it by name.",
+)
 @output_options
 def nginx(
     path: Path,
     upstream_engine: str,
     min_read_timeout: str,
     locations: tuple[str, ...],
+    show_diff: bool,
+    write_fixed: Path | None,
     fmt: str,
     fail_on: str,
     ignore: tuple[str, ...],
 ) -> None:
     """Check the LLM routes of an nginx config (includes followed) for streaming killers.
 
-    PATH is the main configuration file, e.g. /etc/nginx/nginx.conf.
+    PATH is the main configuration file, e.g. /etc/nginx/nginx.conf. --diff and --write-fixed
+    apply the findings' automatic changes (not kept by --ignore: not applied) to a copy.
     """
+    from ttft.cli import lint_nginx_fix
     from ttft.lint.nginx.config import load
     from ttft.lint.nginx.rules import NginxLintOptions, lint_config, parse_nginx_time
 
@@ -86,6 +106,16 @@ def nginx(
             only_locations=locations,
         )
         findings = lint_config(config, options)
+        fix = None
+        if show_diff or write_fixed is not None:
+            fix = lint_nginx_fix.build_fix(path, config, without_rules(findings, ignore))
+            lint_nginx_fix.summarise(fix)
+            if write_fixed is not None:
+                lint_nginx_fix.write_fixed(fix, write_fixed)
+    if fix is not None and show_diff:
+        lint_nginx_fix.print_diff(fix)
+        exit_with(gate(findings, fail_on, ignore=ignore))
+        return
     exit_with(emit(findings, fmt, fail_on, ignore=ignore, subject=f"nginx {path}"))
 
 

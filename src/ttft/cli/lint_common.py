@@ -93,8 +93,13 @@ def emit(
         click.echo(markdown_document(kept, subject=subject))
     else:
         render_text(kept, Console(highlight=False), subject=subject)
+    return gate(kept, fail_on)
+
+
+def gate(findings: Sequence[Finding], fail_on: str, *, ignore: Sequence[str] = ()) -> int:
+    """The exit code ``fail_on`` implies, without printing (for output that replaces the report)."""
     threshold = None if fail_on == "never" else Severity.parse(fail_on)
-    return exit_code(kept, threshold)
+    return exit_code(without_rules(findings, ignore), threshold)
 
 
 def exit_with(code: int) -> None:

@@ -119,6 +119,8 @@ def lint_dict(f: Finding) -> dict[str, Any]:
     }
     if f.related:
         out["related"] = [loc.to_dict() for loc in f.related]
+    if f.change is not None:  # optional, so documents without one read as they always did
+        out["change"] = f.change.to_dict()
     return out
 
 

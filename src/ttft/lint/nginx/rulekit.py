@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ttft.core.findings import Location, Severity
+from ttft.core.text_edits import TextEdit
 from ttft.engines.registry import adapter_for
 from ttft.lint.nginx.config import NginxConfig, Route, Setting
 
@@ -34,6 +35,7 @@ class Hit:
     gain: str = ""
     related: tuple[Location, ...] = ()
     routes: list[str] = field(default_factory=list)
+    edits: tuple[TextEdit, ...] = ()  # the automatic fix, written against the parsed files
 
 
 Rule = Callable[[NginxConfig, Route, NginxLintOptions], Iterable[Hit]]
@@ -92,6 +94,13 @@ def parse_nginx_time(text: str) -> float | None:
     if not parts or "".join(n + u for n, u in parts) != text:
         return None
     return sum(int(n) * (31536000 if u == "y" else _TIME_UNITS[u]) for n, u in parts)
+
+
+def nginx_seconds(seconds: float) -> str:
+    """``300s``, or ``1500ms`` for a fraction of a second (nginx's time syntax has no decimals)."""
+    if seconds == int(seconds):
+        return f"{int(seconds)}s"
+    return f"{round(seconds * 1000)}ms"
 
 
 def fmt_s(seconds: float) -> str:

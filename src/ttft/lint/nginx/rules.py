@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ttft.core.findings import Finding, Location, Severity, sort_findings
 from ttft.lint.nginx.config import ConfigProblem, NginxConfig, Route
+from ttft.lint.nginx.fixes import change_for
 from ttft.lint.nginx.rulekit import (
     Hit,
     NginxLintOptions,
@@ -96,6 +97,8 @@ def _merge(hits: dict[tuple[str, str, int | None], Hit], hit: Hit) -> None:
         hits[key] = hit
         return
     seen.routes.extend(r for r in hit.routes if r not in seen.routes)
+    # One cause, several locations: the fix is every location's edits (shared ones once).
+    seen.edits = tuple(dict.fromkeys((*seen.edits, *hit.edits)))
     if hit.severity > seen.severity:
         seen.severity, seen.message = hit.severity, hit.message
 
@@ -107,7 +110,15 @@ def _finish(hit: Hit) -> Finding:
         more = f" and {len(hit.routes) - 4} more" if len(hit.routes) > 4 else ""
         message += f" Applies to {shown}{more}."
     return Finding(
-        hit.rule, hit.severity, hit.title, message, hit.at, hit.fix, hit.gain, hit.related
+        hit.rule,
+        hit.severity,
+        hit.title,
+        message,
+        hit.at,
+        hit.fix,
+        hit.gain,
+        hit.related,
+        change=change_for(hit.rule, hit.edits),
     )
 
 

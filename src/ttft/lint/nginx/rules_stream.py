@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ttft.core.findings import Severity
 from ttft.lint.nginx.config import NginxConfig, Route
+from ttft.lint.nginx.fixes import buffering_off_edits, drop_edits, gzip_off_edits
 from ttft.lint.nginx.rulekit import (
     Hit,
     NginxLintOptions,
@@ -63,6 +64,7 @@ def rule_proxy_buffering(config: NginxConfig, route: Route, opts: NginxLintOptio
             + ("; and remove X-Accel-Buffering from proxy_ignore_headers" if ignored else ""),
             "tokens reach the client as they are generated (article: -120 ms p50)",
             related,
+            edits=buffering_off_edits(route),
         )
     ]
 
@@ -114,6 +116,8 @@ def rule_gzip_event_stream(config: NginxConfig, route: Route, opts: NginxLintOpt
             if severity is Severity.ERROR
             else "less CPU per event",
             related,
+            # Only where gzip holds the stream: an info is a trade-off for the user to weigh.
+            edits=gzip_off_edits(route) if severity > Severity.INFO else (),
         )
     ]
 
@@ -129,6 +133,9 @@ def rule_x_accel_misplaced(config: NginxConfig, route: Route, opts: NginxLintOpt
             for d in setting.directives:
                 if not d.args or d.args[0].lower() != "x-accel-buffering":
                     continue
+                edits = drop_edits(route, d)
+                if state != "off":
+                    edits += buffering_off_edits(route)
                 out.append(
                     Hit(
                         "nginx/x-accel-buffering-misplaced",
@@ -140,6 +147,7 @@ def rule_x_accel_misplaced(config: NginxConfig, route: Route, opts: NginxLintOpt
                         d.location,
                         "proxy_buffering off;  in this location (and remove this header line)",
                         "buffering really off for the stream",
+                        edits=edits,
                     )
                 )
     return out

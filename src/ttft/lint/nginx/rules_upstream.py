@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ttft.core.findings import Location, Severity
 from ttft.lint.nginx.config import NginxConfig, Route
+from ttft.lint.nginx.fixes import set_in_location
 from ttft.lint.nginx.rulekit import (
     Hit,
     NginxLintOptions,
@@ -12,6 +13,7 @@ from ttft.lint.nginx.rulekit import (
     first_arg,
     fmt_s,
     how_set,
+    nginx_seconds,
     parse_nginx_time,
     where,
 )
@@ -143,6 +145,7 @@ def rule_proxy_read_timeout(config: NginxConfig, route: Route, opts: NginxLintOp
     if seconds is None or seconds >= opts.min_read_timeout_s:
         return []
     how = how_set(setting, "defaults to 60 s")
+    wanted = nginx_seconds(opts.min_read_timeout_s)
     return [
         Hit(
             "nginx/proxy-read-timeout",
@@ -156,9 +159,9 @@ def rule_proxy_read_timeout(config: NginxConfig, route: Route, opts: NginxLintOp
             "request is silent for the whole generation (4096 tokens at 50 tokens/s = 82 s). "
             "Past it the client gets 504 and the engine keeps generating for nobody.",
             where(route, setting),
-            f"proxy_read_timeout {int(opts.min_read_timeout_s)}s;  (or longer than your longest "
-            "non-streaming generation)",
+            f"proxy_read_timeout {wanted};  (or longer than your longest non-streaming generation)",
             "no 504s on long prompts or long answers",
+            edits=set_in_location(route, "proxy_read_timeout", wanted),
         )
     ]
 
@@ -183,5 +186,6 @@ def rule_proxy_request_buffering(
             where(route, setting),
             "proxy_request_buffering off;  (needs proxy_http_version 1.1 for chunked bodies)",
             "upload overlaps forwarding for large prompts",
+            edits=set_in_location(route, "proxy_request_buffering", "off"),
         )
     ]
