@@ -52,7 +52,8 @@ def test_no_library_module_imports_the_cli() -> None:
     offenders = [
         str(path.relative_to(root))
         for path in root.rglob("*.py")
-        if path.parts[len(root.parts)] != "cli" and cli_import.search(path.read_text())
+        if path.parts[len(root.parts)] not in ("cli", "__main__.py")  # python -m ttft is the CLI
+        and cli_import.search(path.read_text())
     ]
     assert offenders == []
 

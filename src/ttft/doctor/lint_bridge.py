@@ -67,7 +67,8 @@ def lint_findings(nginx_conf: Path | None, engine_cmd: str | None) -> list[Findi
         from ttft.lint.nginx.config import load
         from ttft.lint.nginx.rules import lint_config
 
-        found += to_doctor(lint_config(load(nginx_conf)), "nginx")
+        # Absolute paths: the plan's edits must name the files wherever tune ab runs from.
+        found += to_doctor(lint_config(load(nginx_conf.resolve())), "nginx")
     if engine_cmd:
         from ttft.engines.cmdline import COMMAND_LINE, parse, tokens_from_argv
         from ttft.lint.engine.run import lint_command

@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ttft.core.errors import TtftError
 from ttft.core.text_edits import TextEdit
@@ -86,6 +87,31 @@ def unified_diff(original: Mapping[str, str], patched: Mapping[str, str]) -> str
 
 
 # --- applying ---------------------------------------------------------------------------------
+
+
+def read_edited_files(edits: Sequence[TextEdit], base: Path | None = None) -> dict[str, str]:
+    """The current text of every file the edits touch (relative paths under ``base``)."""
+    texts: dict[str, str] = {}
+    for edit in edits:
+        if edit.file in texts:
+            continue
+        path = Path(edit.file)
+        if not path.is_absolute() and base is not None:
+            path = base / path
+        try:
+            texts[edit.file] = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise TtftError(
+                f"cannot read {edit.file} for the plan's edit: {exc.strerror or exc}",
+                "give the configuration's path as nginx reads it, or fix the plan's file key",
+            ) from None
+    return texts
+
+
+def edits_diff(edits: Sequence[TextEdit], base: Path | None = None) -> str:
+    """The edits as a unified diff against the files as they are now."""
+    texts = read_edited_files(edits, base)
+    return unified_diff(texts, apply_edits(texts, edits))
 
 
 def _apply_file(file: str, text: str, edits: Sequence[TextEdit]) -> str:

@@ -179,16 +179,10 @@ class ServiceRunner:
 
     def _start_proxy(self, stack: contextlib.ExitStack, change: Change, engine_url: str) -> str:
         from ttft.proxy.nginx import serve_config
-        from ttft.proxy.nginx_edit import apply_edits
+        from ttft.proxy.nginx_edit import apply_edits, read_edited_files
 
         assert self.proxy_conf is not None
-        texts: dict[str, str] = {}
-        for edit in change.edits:
-            if edit.file not in texts:
-                try:
-                    texts[edit.file] = self._path(edit.file).read_text(encoding="utf-8")
-                except OSError as exc:
-                    raise TtftError(f"cannot read {edit.file} for the plan's edit: {exc}") from exc
+        texts = read_edited_files(change.edits, self.base_dir)
         patched = apply_edits(texts, change.edits) if change.edits else None
         old = engine_address(self.service, self.engine_argv)
         new = engine_url.removeprefix("http://")
