@@ -44,6 +44,9 @@ class ServiceSpec:
     repeats: int = 2
     apply: str = "auto"  # "manual": every step that is not request-side pauses for the user
     slos: tuple[str, ...] = ()
+    # What the service's clients ask for: browsers, httpx, aiohttp and the OpenAI SDKs send gzip,
+    # and a proxy that compresses event streams only holds them back for such clients.
+    accept_encoding: str = "gzip"
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ _SERVICE_COMMENTS = {
     "requests": "measured requests per run",
     "repeats": "runs per arm",
     "apply": 'or "manual": pause for you at each step that is not request-side',
+    "accept_encoding": "what your clients send (gzip: browsers, httpx, OpenAI SDKs)",
 }
 
 
@@ -126,7 +130,7 @@ def plan_to_toml(plan: Plan) -> str:
         text = getattr(spec, name)
         if text is not None:
             out.append(f"{name} = {tt.string(text)}")
-    for name in ("concurrency", "max_tokens", "requests", "repeats", "apply"):
+    for name in ("concurrency", "max_tokens", "requests", "repeats", "apply", "accept_encoding"):
         line = f"{name} = {tt.value(getattr(spec, name))}"
         note = _SERVICE_COMMENTS.get(name)
         out.append(f"{line}  # {note}" if note else line)
@@ -268,6 +272,9 @@ class _Reader(TomlChecker):
         values: dict[str, Any] = {}
         for name in ("url", "engine", "direct_url", "launch", "nginx_conf", "requests_log"):
             values[name] = self.typed(table, path, name, "string")
+        encoding = self.typed(table, path, "accept_encoding", "string")
+        if encoding is not None:
+            values["accept_encoding"] = encoding
         for name in _POSITIVE:
             number = self.typed(table, path, name, "integer")
             if number is not None and number < 1:

@@ -148,8 +148,10 @@ class ServiceRunner:
                 url = self.service.url or self.service.direct_url or ""
                 if not url:
                     raise TtftError("the plan's service has no url", "set service.url")
+            headers = {"Accept-Encoding": self.service.accept_encoding}
             target = complete_target(
-                Target(change.url or url, None, metrics, self.service.engine or "llamacpp")
+                Target(change.url or url, None, metrics, self.service.engine or "llamacpp",
+                       headers=headers)  # fmt: skip
             )
             sink = stack.enter_context(open_sink(records, change.to_dict(), target))
             yield HttpTrialSession(

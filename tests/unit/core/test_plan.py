@@ -210,7 +210,7 @@ def test_empty_and_absent_values_are_left_out() -> None:
     step = tomllib.loads(text)["step"][0]
     assert step == {"label": "bare", "enabled": True}
     assert set(tomllib.loads(text)["service"]) == {
-        "url", "concurrency", "max_tokens", "requests", "repeats", "apply",
+        "url", "concurrency", "max_tokens", "requests", "repeats", "apply", "accept_encoding",
     }  # fmt: skip
 
 
