@@ -14,7 +14,8 @@ from __future__ import annotations
 import contextlib
 import shlex
 import shutil
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -119,8 +120,11 @@ class ServiceRunner:
         return f"starts its own llama-server per run from service.launch{proxy}"
 
     def manual_reason(self, change: Change) -> str | None:
-        if change.gateway is not None:
-            return "put `ttft gateway` in front of the engine as the plan step says, then resume"
+        if change.gateway is not None and not (self.managed or self.service.direct_url):
+            return (
+                "ttft needs the engine's own address to put `ttft gateway` in front of it "
+                "(service.direct_url)"
+            )
         if self.service.apply == "manual" and (change.flags or change.unset or change.edits):
             return 'the plan says apply = "manual"'
         if (change.flags or change.unset) and not self.managed:
@@ -138,6 +142,7 @@ class ServiceRunner:
             launch: list[str] = []
             startup: float | None = None
             metrics: str | None = None
+            engine_url = self.service.direct_url
             if self.engine_argv is not None:
                 engine_url, launch, startup = self._start_engine(stack, change)
                 metrics = engine_url + "/metrics"
@@ -148,10 +153,14 @@ class ServiceRunner:
                 url = self.service.url or self.service.direct_url or ""
                 if not url:
                     raise TtftError("the plan's service has no url", "set service.url")
+            if change.gateway is not None:
+                upstream = engine_url if self.engine_argv is not None else self.service.direct_url
+                assert upstream is not None  # manual_reason refused a gateway without one
+                url = self._start_gateway(stack, change.gateway, upstream)
             headers = {"Accept-Encoding": self.service.accept_encoding}
+            kind = self.service.engine or "llamacpp"
             target = complete_target(
-                Target(change.url or url, None, metrics, self.service.engine or "llamacpp",
-                       headers=headers)  # fmt: skip
+                Target(change.url or url, None, metrics, kind, headers=headers)
             )
             sink = stack.enter_context(open_sink(records, change.to_dict(), target))
             yield HttpTrialSession(
@@ -192,3 +201,21 @@ class ServiceRunner:
             serve_config(self.proxy_conf, texts=patched, upstreams={old: new} if old else None)
         )
         return str(running.url)
+
+    def _start_gateway(
+        self, stack: contextlib.ExitStack, options: Mapping[str, str], upstream: str
+    ) -> str:
+        """``ttft gateway`` in its own process in front of the engine (routing changes)."""
+        port = free_loopback_port()
+        kind = self.service.engine or "llamacpp"
+        argv = [sys.executable, "-m", "ttft", "gateway", "--upstream", upstream,
+                "--engine", kind, "--listen", f"127.0.0.1:{port}"]  # fmt: skip
+        for key, value in options.items():
+            flag = key if key.startswith("-") else "--" + key
+            argv += [flag] if value == "" else [flag, value]
+        url = f"http://127.0.0.1:{port}"
+        process = ServerProcess(argv, health_url=url + "/health", name="ttft-gateway")
+        process.start()
+        stack.callback(process.stop)
+        process.wait_healthy(30.0)
+        return url
