@@ -68,6 +68,9 @@ def main() -> int:
     summary = json.loads((out / "ab" / "summary.json").read_text())
     total = summary["total"]
     print((out / "ab" / "summary.md").read_text())
+    if total is None:
+        print("FAIL: the baseline or every step failed; see the table's failed column")
+        return 1
     print(
         f"p50 {total['baseline_p50_ms']:.0f} -> {total['final_p50_ms']:.0f} ms "
         f"({total['p50_pct']:+.1f}%), p95 {total['baseline_p95_ms']:.0f} -> "

@@ -181,6 +181,7 @@ def run_and_report(
     total = total_cut(rows)
     lines = [f"non-additive: {note}" if note else "", total.text() if total else ""]
     lines += [f"step {k} regressed and was undone in the steps after it" for k in chain.undone]
+    lines += [f"{r.name}: a run failed: {reason}" for r in rows for reason in r.failures]
     for line in filter(None, lines):
         click.echo(line)
     md = to_markdown("tune ab", AB_COLUMNS, table) + "".join(f"\n{x}\n" for x in lines if x)

@@ -38,6 +38,7 @@ class AttributionRow:
     significant: bool | None  # p50 CI apart from the previous step's
     verdict: str = ""  # kept, no effect, regressed, not measured ("" for the baseline)
     applied_by: str = "ttft"  # "ttft", or "you" for a change a person applied
+    failures: tuple[str, ...] = ()  # why runs of this step failed, once per distinct reason
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,9 @@ def attribution(
                 ),
                 verdict=verdict(current, previous) if k else "",
                 applied_by="you" if k in manual else "ttft",
+                failures=tuple(
+                    dict.fromkeys(r.reason for r in by_arm.get(arm.name, []) if r.reason)
+                ),
             )
         )
         # A regressed step is undone: the next step builds on the one before it.

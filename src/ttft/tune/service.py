@@ -12,6 +12,7 @@ settings, another URL) are ttft's; everything else is a step a person applies (`
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shlex
 import shutil
 import sys
@@ -159,9 +160,10 @@ class ServiceRunner:
                 url = self._start_gateway(stack, change.gateway, upstream)
             headers = {"Accept-Encoding": self.service.accept_encoding}
             kind = self.service.engine or "llamacpp"
-            target = complete_target(
-                Target(change.url or url, None, metrics, kind, headers=headers)
-            )
+            # The model name comes from /v1/models, asked without the clients' Accept-Encoding
+            # (a proxy that gzips JSON would hand the control client compressed bytes).
+            target = complete_target(Target(change.url or url, None, metrics, kind))
+            target = dataclasses.replace(target, headers=headers)
             sink = stack.enter_context(open_sink(records, change.to_dict(), target))
             yield HttpTrialSession(
                 target,

@@ -43,3 +43,32 @@ def test_engines_ttft_cannot_start_need_dry_run(tmp_path: Path) -> None:
     )
     assert isinstance(result.exception, TtftError)
     assert "--dry-run" in str(result.exception)
+
+
+def test_a_bad_plan_entry_is_one_error_naming_its_line_and_nothing_runs(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'schema = "ttft.plan/1"\n\n[service]\nurl = "http://127.0.0.1:9"\n\n'
+        '[[step]]\nlabel = "slots"\nflagz = { "-np" = "4" }\n'
+    )
+    out = tmp_path / "ab"
+    result = CliRunner().invoke(cli, ["tune", "ab", "--plan", str(plan), "--out", str(out)])
+    # main() prints a TtftError as one line and exits 2.
+    assert isinstance(result.exception, TtftError), result.output
+    assert f"{plan}:8" in str(result.exception) and "flagz" in str(result.exception)
+    assert not out.exists()
+
+
+def test_tune_ab_without_changes_or_a_plan_says_what_it_needs() -> None:
+    result = CliRunner().invoke(cli, ["tune", "ab"])
+    assert isinstance(result.exception, TtftError)
+    assert "--plan" in str(result.exception) and "--change" in str(result.exception)
+
+
+def test_the_resume_command_is_this_command_with_the_experiment_and_resume() -> None:
+    from ttft.cli.tune_ab import resume_command
+
+    argv = ["tune", "ab", "--plan", "p.toml", "--out", "old", "--resume"]
+    assert resume_command(Path("res/ab"), argv) == (
+        "ttft tune ab --plan p.toml --out res/ab --resume"
+    )
