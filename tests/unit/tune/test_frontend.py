@@ -198,3 +198,16 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     log.write_text("not json\n")
     unreadable = runner.invoke(cli, ["tune", "frontend", "--request-log", str(log)])
     assert unreadable.exit_code == 2 and "log.jsonl:1: not valid JSON" in unreadable.output
+
+
+def test_static_key_is_unambiguous_across_field_boundaries_and_extra_fields() -> None:
+    def req(*messages: dict[str, object]) -> ChatRequest:
+        return ChatRequest([*messages, {"role": "user", "content": "q"}])  # type: ignore[list-item]
+
+    assert static_key(req({"role": "system", "content": "ab"})) != static_key(
+        req({"role": "systema", "content": "b"})
+    )
+    named = req({"role": "system", "content": "ab", "name": "x"})
+    assert static_key(named) != static_key(req({"role": "system", "content": "ab"}))
+    tools = ChatRequest([{"role": "user", "content": "q"}], tools=[{"type": "function"}])
+    assert static_key(tools) != static_key(req())
