@@ -39,11 +39,13 @@ class _Server:
 @contextlib.contextmanager
 def _server(url: str | None, model: Path | None, needed: bool) -> Iterator[_Server | None]:
     """The server to read /props and time /tokenize on: --url, or the embedded one if needed."""
-    from ttft.engines.control import ControlClient
+    from ttft.engines.control import PROPS, ControlClient
 
     if url is not None:
         target = Target(url)
-        yield _Server(target, ControlClient(target).props())
+        # send, not props(): an unreachable --url must say so, not look like a server without
+        # a template.
+        yield _Server(target, ControlClient(target).send(PROPS))
         return
     if not needed:
         yield None
@@ -56,7 +58,7 @@ def _server(url: str | None, model: Path | None, needed: bool) -> Iterator[_Serv
         overrides["model_path"] = model
     with launch_embedded(**overrides) as engine:
         target = Target(engine.base_url)
-        yield _Server(target, ControlClient(target).props())
+        yield _Server(target, ControlClient(target).send(PROPS))
 
 
 def _template(path: Path | None, server: _Server | None) -> ChatTemplate:
@@ -156,19 +158,23 @@ def _rows(report: FrontendReport) -> list[list[str]]:
 _HEAD = ["stage", "p50 ms", "p95 ms", "mean ms", "cold ms"]
 
 
+def _saved(ms: float) -> str:
+    return f"saves {ms:.3f} ms" if ms >= 0 else f"costs {-ms:.3f} ms more"
+
+
 def _lines(report: FrontendReport) -> tuple[list[str], list[str], list[str]]:
     """(savings, cache, problems) as sentences, shared by text and markdown."""
     savings = [
-        f"{s.change}: {s.ms_per_request:.3f} ms per request saved (up to {s.max_ms:.3f} ms; "
+        f"{s.change}: {_saved(s.ms_per_request)} per request (best request {s.max_ms:.3f} ms; "
         f"{s.alternative} takes {s.ratio:.2f}x the time of {s.anchor})"
         for s in report.savings
     ]
     c = report.cache
     cache = [
         f"pre-render cache over this log in one pass: {c.requests - c.static_parts} hit(s) of "
-        f"{c.requests}, {c.saving_ms_per_request:.3f} ms per request; with dynamic content moved "
-        f"last {c.requests - c.static_parts_moved} hit(s), "
-        f"{c.saving_ms_per_request_moved:.3f} ms per request (estimates from the medians)"
+        f"{c.requests}, {_saved(c.saving_ms_per_request)} per request; with dynamic content "
+        f"moved last {c.requests - c.static_parts_moved} hit(s), "
+        f"{_saved(c.saving_ms_per_request_moved)} per request (estimates from the medians)"
     ]
     problems = [
         f"mismatch: {m.tokenizer} tokenizer on {m.where}: {m.tokens} tokens vs {m.rust_tokens} "
@@ -182,7 +188,7 @@ def render_text(report: FrontendReport) -> str:
     table = [_HEAD, *_rows(report)]
     widths = [max(len(row[k]) for row in table) for k in range(len(_HEAD))]
     out = [f"{k}: {v}" for k, v in report.sources.items()]
-    out.append(f"{len(report.requests)} requests, {report.repeats} warm runs each (+1 cold)")
+    out.append(f"{len(report.requests)} request(s), {report.repeats} warm runs each (+1 cold)")
     out.append("")
     for row in table:
         cells = [
@@ -199,7 +205,7 @@ def render_text(report: FrontendReport) -> str:
 def render_markdown(report: FrontendReport) -> str:
     out = ["## Frontend cost", ""]
     out += [f"- {k}: `{v}`" for k, v in report.sources.items()]
-    out += [f"- {len(report.requests)} requests, {report.repeats} warm runs each (+1 cold)", ""]
+    out += [f"- {len(report.requests)} request(s), {report.repeats} warm runs each (+1 cold)", ""]
     out.append("| " + " | ".join(_HEAD) + " |")
     out.append("|" + "---|" * len(_HEAD))
     out += ["| " + " | ".join(row) + " |" for row in _rows(report)]

@@ -168,7 +168,7 @@ def warnings_for(
     if repeats < MIN_REPEATS:
         out.append(
             f"Only {repeats} warm run(s) per request: medians are rough and p95 is the slowest "
-            f"run. Use --repeats {2 * P95_MIN_RUNS} or more for numbers to compare."
+            f"run. Use --repeats {P95_MIN_RUNS} or more for numbers to compare."
         )
     elif repeats < P95_MIN_RUNS:
         out.append(

@@ -211,3 +211,23 @@ def test_static_key_is_unambiguous_across_field_boundaries_and_extra_fields() ->
     assert static_key(named) != static_key(req({"role": "system", "content": "ab"}))
     tools = ChatRequest([{"role": "user", "content": "q"}], tools=[{"type": "function"}])
     assert static_key(tools) != static_key(req())
+
+
+def test_text_and_markdown_state_each_saving_in_words() -> None:
+    from ttft.cli.tune_frontend import render_markdown, render_text
+
+    rows = [_row("log:1", [2 * MS] * 3, [3 * MS] * 3)]
+    report = build_report(
+        rows,
+        repeats=3,
+        mismatches=[Mismatch("log:1", "python", 3, 4, 2)],
+        static_parts=1,
+        static_parts_moved=1,
+        clock_overhead_ns=50,
+        sources={"template": "t.jinja"},
+    )
+    text = render_text(report)
+    assert "render_full" in text and "costs 1.000 ms more per request" in text
+    assert "mismatch: python tokenizer on log:1: 3 tokens vs 4 (Rust)" in text
+    markdown = render_markdown(report)
+    assert "| render_prerendered | 3.000 |" in markdown and "Warnings:" in markdown
