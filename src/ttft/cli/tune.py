@@ -63,6 +63,7 @@ def tune() -> None:
       ttft tune sweep --engine vllm --launch 'vllm serve MODEL' --dry-run
       ttft tune ab --workload timestamp-first --baseline 'baseline | -np=1' \\
           --change 'timestamp moved last | move-dynamic' --change '-np 4 | -np=4'
+      ttft tune frontend --request-log requests.jsonl
     """
 
 
@@ -163,3 +164,68 @@ def ab(**opts: Any) -> None:
     from ttft.cli.tune_ab import execute_ab
 
     execute_ab(opts)
+
+
+@tune.command()
+@click.option(
+    "--request-log",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="JSONL of OpenAI chat bodies: the prompts to time.",
+)
+@click.option(
+    "--url",
+    default=None,
+    help="A running llama-server: its /props template, and its /tokenize timed too. Default: "
+    "the embedded engine, started only when --chat-template is not given.",
+)
+@click.option(
+    "--model",
+    "model_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="GGUF whose vocabulary both tokenizers are built from. Default: the served model's "
+    "file, or the embedded Gemma 3 270M.",
+)
+@click.option(
+    "--chat-template",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="A .jinja, tokenizer_config.json or .gguf. Default: the server's GET /props template.",
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Warm runs per request and stage (after one cold run).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="json: schema ttft.tune.frontend/1.",
+)
+def frontend(
+    request_log: Path,
+    url: str | None,
+    model_path: Path | None,
+    chat_template: Path | None,
+    repeats: int,
+    fmt: str,
+) -> None:
+    """Frontend cost per request: Jinja render, pre-rendered render, Python vs Rust tokenizer.
+
+    Times each stage on your own requests (one cold call, then --repeats warm ones; medians and
+    p95), checks that both tokenizers give the same ids, and states each alternative's saving
+    in ms per request: changes that `ttft tune ab` can then include.
+
+    \b
+      ttft tune frontend --request-log requests.jsonl
+      ttft tune frontend --request-log requests.jsonl --url http://127.0.0.1:8080 --format json
+    """
+    from ttft.cli.tune_frontend import execute_frontend
+
+    execute_frontend(request_log, url, model_path, chat_template, repeats, fmt)

@@ -300,6 +300,25 @@ def build_backend(vocab: GgufVocab, merges: Sequence[tuple[int, int]]) -> Any:
     return tokenizers.Tokenizer(model)
 
 
+def load_vocab_and_merges(
+    path: Path, *, cache_dir: Path | None = None, cache_min_build_s: float = 0.5
+) -> tuple[GgufVocab, list[tuple[int, int]]]:
+    """``path``'s vocabulary and its derived merge list, reused from (and saved to) the cache
+    directory as :meth:`GgufTokenizer.from_gguf` does: for callers that build more than one
+    backend from the same vocabulary (``ttft tune frontend`` times a pure-Python one too)."""
+    if not path.is_file():
+        raise TtftError(f"GGUF file not found: {path}", "give the model's .gguf file")
+    vocab = GgufVocab.from_metadata(read_gguf(path).metadata, origin=str(path))
+    file = _cache_file(path, cache_dir or default_cache_dir())
+    merges = _load_merges(file, len(vocab.tokens))
+    if merges is None:
+        started = time.perf_counter()
+        merges = spm_merges(vocab.tokens, vocab.scores)
+        if time.perf_counter() - started >= cache_min_build_s:
+            _save_merges(file, len(vocab.tokens), merges)
+    return vocab, merges
+
+
 class GgufTokenizer:
     """A :class:`ttft.workload.tokenizer.Tokenizer` rebuilt from a GGUF file's vocabulary.
 
@@ -329,16 +348,9 @@ class GgufTokenizer:
         """Read ``path``'s vocabulary (never its tensors). The derived merge list is reused from
         ``cache_dir`` (default :func:`default_cache_dir`) and written there when deriving it took
         longer than ``cache_min_build_s``."""
-        if not path.is_file():
-            raise TtftError(f"GGUF file not found: {path}", "give the model's .gguf file")
-        vocab = GgufVocab.from_metadata(read_gguf(path).metadata, origin=str(path))
-        file = _cache_file(path, cache_dir or default_cache_dir())
-        merges = _load_merges(file, len(vocab.tokens))
-        if merges is None:
-            started = time.perf_counter()
-            merges = spm_merges(vocab.tokens, vocab.scores)
-            if time.perf_counter() - started >= cache_min_build_s:
-                _save_merges(file, len(vocab.tokens), merges)
+        vocab, merges = load_vocab_and_merges(
+            path, cache_dir=cache_dir, cache_min_build_s=cache_min_build_s
+        )
         return cls(vocab, build_backend(vocab, merges), parse_special=parse_special)
 
     def encode(self, text: str) -> list[int]:
