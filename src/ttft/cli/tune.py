@@ -48,6 +48,10 @@ def _workload_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--per-slot-ctx", type=int, default=2048, show_default=True,
                      help="Context per llama-server slot; -c = this x -np."),
         click.option("--threads", type=int, default=None, help="llama-server -t for every trial."),
+        click.option("--restart", default=None,
+                     help="With --url: a shell command that restarts the engine with a trial's "
+                     "flags ({args}: the flags; {launch}: --launch with them set), run before "
+                     "each trial; ttft then waits for /health."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)

@@ -75,7 +75,10 @@ def tune_workload(opts: dict[str, Any]) -> TuneWorkload:
 
 def trial_runner(opts: dict[str, Any]) -> TrialRunner:
     if opts["url"]:
-        return ClientOnlyRunner(Target(opts["url"]))
+        launch = tuple(shlex.split(opts.get("launch") or ""))
+        return ClientOnlyRunner(Target(opts["url"]), restart=opts.get("restart"), launch=launch)
+    if opts.get("restart"):
+        raise TtftError("--restart is for a service ttft does not start: give its --url too")
     return LlamaCppRunner(
         per_slot_ctx=opts["per_slot_ctx"], threads=opts["threads"], model_path=opts["model_path"]
     )
@@ -140,6 +143,12 @@ def execute_sweep(opts: dict[str, Any]) -> None:
         for config in configs:
             click.echo(shlex.join(launch_command(kind, base, config)))
         return
+    if opts["url"] and not opts.get("restart"):
+        raise TtftError(
+            "a sweep of a service ttft does not start needs --restart 'COMMAND'",
+            "e.g. --restart 'ssh gpu1 systemctl restart vllm' or --restart 'docker restart ... "
+            "{args}' ({args}: the trial's flags; {launch}: --launch with them set)",
+        )
     if kind != "llamacpp" and not opts["url"]:
         raise TtftError(
             f"ttft starts only llama-server itself; {kind} trials need --dry-run here",

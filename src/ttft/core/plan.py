@@ -36,6 +36,9 @@ class ServiceSpec:
     engine: str | None = None  # llamacpp, vllm, sglang, tgi
     direct_url: str | None = None  # the engine itself, behind the proxy
     launch: str | None = None  # the engine's launch command line, a shell string
+    # For an engine ttft does not start: a shell command that restarts it with a run's flags
+    # ({launch}: the launch command with them set; {args}: the flags alone).
+    restart: str | None = None
     nginx_conf: str | None = None  # the proxy's configuration file
     requests_log: str | None = None  # JSONL of chat bodies to replay
     concurrency: int = 4
@@ -126,7 +129,7 @@ def plan_to_toml(plan: Plan) -> str:
         out.append("]")
     out += ["", "[service]"]
     spec = plan.service
-    for name in ("url", "engine", "direct_url", "launch", "nginx_conf", "requests_log"):
+    for name in ("url", "engine", "direct_url", "launch", "restart", "nginx_conf", "requests_log"):
         text = getattr(spec, name)
         if text is not None:
             out.append(f"{name} = {tt.string(text)}")
@@ -270,8 +273,9 @@ class _Reader(TomlChecker):
         path: TablePath = ("service",)
         self.keys(table, path, _SERVICE_KEYS)
         values: dict[str, Any] = {}
-        for name in ("url", "engine", "direct_url", "launch", "nginx_conf", "requests_log"):
+        for name in ("url", "engine", "direct_url", "launch", "restart", "nginx_conf"):
             values[name] = self.typed(table, path, name, "string")
+        values["requests_log"] = self.typed(table, path, "requests_log", "string")
         encoding = self.typed(table, path, "accept_encoding", "string")
         if encoding is not None:
             values["accept_encoding"] = encoding

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -189,27 +190,52 @@ class LlamaCppRunner:
 @dataclass
 class ClientOnlyRunner:
     """A service ttft does not start: every trial measures the same target, so only request-side
-    changes (and, in A/B chains, another target URL per step) can differ between trials."""
+    changes (and, in A/B chains, another target URL per step) can differ between trials, unless
+    ``restart`` says how to restart the engine with a trial's flags (``tune/restart.py``)."""
 
     target: Target
     request_timeout_s: float = 300.0
     targets: dict[str, Target] = field(default_factory=dict)  # "--url" value -> target
+    restart: str | None = None  # the user's restart command template
+    launch: tuple[str, ...] = ()  # the engine's launch command, for {launch}
+    startup_timeout_s: float = 300.0
 
     @contextlib.contextmanager
     def open(
         self, config: Config, workload: TuneWorkload, records: Path, slos: Sequence[Slo]
     ) -> Iterator[TrialSession]:
-        engine_flags = [k for k in config if k != "url"]
-        if engine_flags:
+        from ttft.tune.restart import restart_command, run_restart, wait_until_serving
+
+        engine_flags = {k: v for k, v in config.items() if k != "url"}
+        if engine_flags and self.restart is None:
             raise TtftError(
-                f"cannot change {engine_flags[0]} on a service ttft does not start",
-                "drop --url to tune the embedded llama-server, or measure request-side changes",
+                f"cannot change {next(iter(engine_flags))} on a service ttft does not start",
+                "give --restart 'COMMAND {args}' to restart it with each trial's flags, drop "
+                "--url to tune the embedded llama-server, or measure request-side changes",
             )
         target = self.target
         if "url" in config:
             target = self.targets.get(config["url"]) or Target(config["url"], self.target.model)
+        launch: list[str] = []
+        startup: float | None = None
+        if self.restart is not None:
+            command = restart_command(
+                self.restart, self.launch, engine_flags, kind=target.engine_kind
+            )
+            started = time.monotonic()
+            run_restart(command, timeout_s=self.startup_timeout_s)
+            wait_until_serving(target.root, self.startup_timeout_s, target.auth_headers())
+            launch, startup = ["sh", "-c", command], time.monotonic() - started
         with open_sink(records, config, target) as sink:
-            yield HttpTrialSession(target, workload, sink, slos, timeout_s=self.request_timeout_s)
+            yield HttpTrialSession(
+                target,
+                workload,
+                sink,
+                slos,
+                launch_command=launch,
+                startup_s=startup,
+                timeout_s=self.request_timeout_s,
+            )
 
 
 def shell_command(argv: Sequence[str]) -> str:

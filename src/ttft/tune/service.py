@@ -16,6 +16,7 @@ import dataclasses
 import shlex
 import shutil
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from ttft.engines.argv_edit import flag_value, set_flags
 from ttft.engines.control import complete_target
 from ttft.engines.process import ServerProcess, free_loopback_port
 from ttft.proxy.nginx import nginx_binary
+from ttft.tune.restart import restart_command, run_restart, wait_until_serving
 from ttft.tune.runner import HttpTrialSession, TrialSession, open_sink
 from ttft.tune.workload import TuneWorkload
 
@@ -128,8 +130,11 @@ class ServiceRunner:
             )
         if self.service.apply == "manual" and (change.flags or change.unset or change.edits):
             return 'the plan says apply = "manual"'
-        if (change.flags or change.unset) and not self.managed:
-            return f"ttft does not start this engine ({self.external_why})"
+        if (change.flags or change.unset) and not self.managed and not self.service.restart:
+            return (
+                f"ttft does not start this engine ({self.external_why}); "
+                "service.restart would let it restart the engine itself"
+            )
         if change.edits and self.proxy_conf is None:
             why = self.external_why or "the plan names no service.nginx_conf"
             return f"the proxy is not ttft's to restart ({why})"
@@ -154,6 +159,8 @@ class ServiceRunner:
                 url = self.service.url or self.service.direct_url or ""
                 if not url:
                     raise TtftError("the plan's service has no url", "set service.url")
+                if self.service.restart:
+                    launch, startup = self._restart(change, url)
             if change.gateway is not None:
                 upstream = engine_url if self.engine_argv is not None else self.service.direct_url
                 assert upstream is not None  # manual_reason refused a gateway without one
@@ -221,3 +228,16 @@ class ServiceRunner:
         stack.callback(process.stop)
         process.wait_healthy(30.0)
         return url
+
+    def _restart(self, change: Change, url: str) -> tuple[list[str], float]:
+        """The user's restart command with this run's flags, then wait until it serves."""
+        assert self.service.restart is not None
+        base = shlex.split(self.service.launch) if self.service.launch else []
+        command = restart_command(
+            self.service.restart, base, change.flags, change.unset, kind=self.service.engine
+        )
+        started = time.monotonic()
+        run_restart(command, timeout_s=self.startup_timeout_s)
+        root = (self.service.direct_url or url).rstrip("/").removesuffix("/v1")
+        wait_until_serving(root, self.startup_timeout_s)
+        return ["sh", "-c", command], time.monotonic() - started
