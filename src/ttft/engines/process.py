@@ -38,6 +38,9 @@ def free_loopback_port(host: str = "127.0.0.1") -> int:
 def ensure_port_free(host: str, port: int) -> None:
     """Raise a clear error when ``host:port`` cannot be bound (something already listens)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Servers bind with SO_REUSEADDR, so a port whose last connections are in TIME_WAIT (an
+        # engine just restarted on it) is free for them: probe the same way.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:
