@@ -30,7 +30,22 @@ from ttft.tune.runner import LlamaCppRunner
 from ttft.tune.space import configurations, parse_space
 from ttft.tune.sweep import SearchSettings, chosen, run_sweep
 from ttft.tune.tables import AB_COLUMNS, SWEEP_COLUMNS, ab_rows, sweep_rows, to_markdown
+from ttft.tune.trial import TrialResult
 from ttft.tune.workload import TuneWorkload
+
+
+def overhead(name: str, results: list[TrialResult]) -> str:
+    """Each trial's cost beyond its measured requests: engine start to healthy, and warm-up."""
+    starts = sorted(r.startup_s for r in results if r.startup_s is not None)
+    warms = sorted(lv.warmup_s for r in results for lv in r.levels if lv.warmup_s is not None)
+    if not starts:
+        return f"{name} overhead: not recorded"
+    text = f"{name} overhead per trial: start to healthy {starts[0]:.2f}-{starts[-1]:.2f} s"
+    text += f" (median {starts[len(starts) // 2]:.2f})"
+    if warms:
+        text += f"; warm-up per level {warms[0]:.2f}-{warms[-1]:.2f} s"
+        text += f" (median {warms[len(warms) // 2]:.2f})"
+    return text
 
 
 def main() -> None:
@@ -68,6 +83,7 @@ def main() -> None:
     best = chosen(results)
     if best is not None:
         print("chosen launch command:", shlex.join(best.launch_command))
+    print(overhead("sweep", results))
     print(f"sweep took {time.monotonic() - started:.0f} s\n", flush=True)
 
     started = time.monotonic()
@@ -101,6 +117,7 @@ def main() -> None:
     print(overlap_note(rows) or "")
     total = total_cut(rows)
     print(total.text() if total else "no total: a step was not measured")
+    print(overhead("A/B", [r for runs in chain.by_arm.values() for r in runs]))
     print(f"A/B took {time.monotonic() - started:.0f} s")
 
 
