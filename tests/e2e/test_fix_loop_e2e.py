@@ -16,12 +16,12 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from process_testkit import wait_gone
 
 from ttft.core.changes import Change
 from ttft.core.plan import Plan, PlanStep, ServiceSpec, load_plan, plan_to_toml
@@ -34,21 +34,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.nginx]
 MARKER = "TTFT_FIX_LOOP_E2E"
 
 
-def _alive_with(marker: str) -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            cmdline = (entry / "cmdline").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        wanted = b"llama-server" in cmdline or b"nginx" in cmdline
-        if state != "Z" and wanted and f"{MARKER}={marker}".encode() in environ:
-            found.append(cmdline.split(b"\0")[0].decode(errors="replace"))
-    return found
+PROCESSES = (b"llama-server", b"nginx")
 
 
 @pytest.fixture
@@ -56,10 +42,7 @@ def marker(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     value = uuid.uuid4().hex
     monkeypatch.setenv(MARKER, value)
     yield value
-    deadline = time.monotonic() + 15
-    while _alive_with(value) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _alive_with(value) == [], "an engine or proxy outlived the test"
+    assert wait_gone(MARKER, value, PROCESSES) == [], "an engine or proxy outlived the test"
 
 
 def ttft(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:

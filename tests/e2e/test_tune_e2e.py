@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from process_testkit import alive_with, wait_gone
 
 from ttft.core.changes import Change
 from ttft.core.slo import parse_slos
@@ -36,27 +37,11 @@ MARKER = "TTFT_TUNE_E2E"
 
 
 def _engines_with(marker: str) -> list[int]:
-    """Live llama-server processes whose environment carries ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            cmdline = (entry / "cmdline").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and b"llama-server" in cmdline and f"{MARKER}={marker}".encode() in environ:
-            found.append(int(entry.name))
-    return found
+    return alive_with(MARKER, marker)
 
 
 def _wait_gone(marker: str, timeout_s: float = 15.0) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    while (left := _engines_with(marker)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return left
+    return wait_gone(MARKER, marker, timeout_s=timeout_s)
 
 
 @pytest.fixture
