@@ -25,7 +25,7 @@ from ttft.core.toml_check import TablePath, TomlChecker, shown
 
 SCHEMA = "ttft.plan/1"
 APPLY_MODES = ("auto", "manual")
-KNOWN_TRANSFORMS: tuple[str, ...] = ("move-dynamic",)
+KNOWN_TRANSFORMS: tuple[str, ...] = ("move-dynamic", "pre-render")
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from ttft.engines.argv_edit import flag_value, set_flags
 from ttft.engines.control import complete_target
 from ttft.engines.process import ServerProcess, free_loopback_port
 from ttft.proxy.nginx import nginx_binary
+from ttft.tune.prerender import with_template
 from ttft.tune.restart import restart_command, run_restart, wait_until_serving
 from ttft.tune.runner import HttpTrialSession, TrialSession, open_sink
 from ttft.tune.workload import TuneWorkload
@@ -172,9 +173,12 @@ class ServiceRunner:
             target = complete_target(Target(change.url or url, None, metrics, kind))
             target = dataclasses.replace(target, headers=headers)
             sink = stack.enter_context(open_sink(records, change.to_dict(), target))
+            # The template comes from the engine itself (the proxy may not pass /props).
+            control = Target(engine_url or url, None, None, kind) if engine_url else target
+            rendered = with_template(workload, dataclasses.replace(control, engine_kind=kind))
             yield HttpTrialSession(
                 target,
-                workload,
+                rendered,
                 sink,
                 slos,
                 extra_body={"ignore_eos": True} if target.engine_kind == "llamacpp" else {},

@@ -9,8 +9,8 @@ warm-up prompts never hand the measured ones a prefix-cache hit beyond the share
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,7 +23,7 @@ from ttft.workload.text_source import sentence_text
 # unique: every request its own prompt of prefix_words (the prompt-length axis, no cache hits)
 Shape = Literal["shared-prefix", "timestamp-first", "unique", "log"]
 # Request transforms an A/B step can apply; the same move the gateway's hygiene makes.
-TRANSFORMS = ("move-dynamic",)
+TRANSFORMS = ("move-dynamic", "pre-render")
 
 _CLOCK_START = dt.datetime(2026, 1, 5, 9, 0, 0, tzinfo=dt.UTC)
 
@@ -38,6 +38,11 @@ class TuneWorkload:
     log_path: Path | None = None
     transforms: tuple[str, ...] = ()
     seed: str = "tune"
+    # For "pre-render": the engine's chat template as a function (set by the runner, which can
+    # ask the engine for it); not part of what identifies the workload.
+    render: Callable[[list[dict[str, Any]]], str] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         unknown = [t for t in self.transforms if t not in TRANSFORMS]
@@ -52,6 +57,7 @@ class TuneWorkload:
     def describe(self) -> dict[str, Any]:
         """What identifies the workload in an experiment's spec (and in trial ids)."""
         data = asdict(self)
+        data.pop("render", None)
         data["log_path"] = None if self.log_path is None else str(self.log_path)
         data["transforms"] = list(self.transforms)
         return data
@@ -86,4 +92,13 @@ class TuneWorkload:
         if "move-dynamic" in self.transforms:
             messages, _ = move_dynamic(body["messages"])
             body = {**body, "messages": messages}
+        if "pre-render" in self.transforms:
+            if self.render is None:
+                raise TtftError(
+                    "the pre-render transform needs the engine's chat template",
+                    "run it in a plan (tune ab --plan), where ttft reads the template from /props",
+                )
+            prompt = self.render(body["messages"])
+            rest = {k: v for k, v in body.items() if k != "messages"}
+            return WorkItem({**rest, "prompt": prompt}, "completions", self.shape)
         return WorkItem(body, "chat", self.shape)

@@ -116,7 +116,7 @@ def test_an_unknown_transform_is_an_error_and_the_known_set_is_a_parameter() -> 
     text = _swap('["move-dynamic"]', '["move-dynamik"]')
     error = _error(text)
     assert error.problem == "plan.toml:15: step 2: unknown transform 'move-dynamik'"
-    assert error.fix == "use one of: move-dynamic"
+    assert error.fix == "use one of: move-dynamic, pre-render"
     assert parse_plan(text, known_transforms={"move-dynamik"}).steps[1].change.transforms
     assert "unknown transform" in _error(GOOD, known_transforms=()).problem
 

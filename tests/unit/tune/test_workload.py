@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,7 +50,7 @@ def test_request_log_workload_cycles_the_log(tmp_path: Path) -> None:
     with pytest.raises(TtftError, match="log's path"):
         TuneWorkload(shape="log")
     with pytest.raises(TtftError, match="unknown request transform"):
-        TuneWorkload(transforms=("pre-render",))
+        TuneWorkload(transforms=("pre-rendered",))
 
 
 def test_llama_settings_scale_the_context_with_the_slots() -> None:
@@ -63,3 +65,19 @@ def test_llama_settings_scale_the_context_with_the_slots() -> None:
     assert other["extra_args"] == ("--swa-full",)
     with pytest.raises(TtftError, match="takes a number"):
         llama_settings({"-np": "many"}, per_slot_ctx=1024, threads=None)
+
+
+def test_pre_render_sends_the_rendered_conversation_to_completions() -> None:
+    workload = TuneWorkload(shape="timestamp-first", requests=2, transforms=("pre-render",))
+    with pytest.raises(TtftError, match="chat template"):
+        workload.items(1, "c=1")
+
+    def render(messages: list[dict[str, Any]]) -> str:
+        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+
+    items = replace(workload, render=render).items(2, "c=1")
+    assert [i.api for i in items] == ["completions", "completions"]
+    assert items[0].body["prompt"].startswith("<system>Current time:")
+    assert "messages" not in items[0].body and items[0].body["max_tokens"] == 8
+    # The renderer is not part of what identifies the workload (trial ids stay stable).
+    assert replace(workload, render=render).describe() == workload.describe()
