@@ -6,7 +6,8 @@ from ttft.engines.flags import parse_flag_table
 
 # vLLM 0.11 (vllm/engine/arg_utils.py at commit 99d7eb5d, EngineArgs.add_cli_args: bool fields are
 # BooleanOptionalAction, so every one has a --no- form; vllm/entrypoints/openai/cli_args.py for the
-# frontend flags), plus flags removed since V0 as listed in vLLM's release notes.
+# frontend flags), plus flags removed since V0 as listed in vLLM's release notes; --attention-backend
+# from docs.vllm.ai design/attention_backends (v0.20+: FLASH_ATTN, FLASHINFER, TRITON_ATTN, ...).
 FLAGS = parse_flag_table(
     """
 --model v
@@ -97,6 +98,7 @@ FLAGS = parse_flag_table(
 --kv-transfer-config v
 --kv-events-config v
 --compilation-config -O v
+--attention-backend v
 --additional-config v
 --structured-outputs-config v
 --disable-log-stats f
