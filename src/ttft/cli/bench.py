@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from ttft.cli.bench_setup import PROFILES
+from ttft.cli.html_output import html_option
 from ttft.cli.options import BenchOptions
 from ttft.cli.target_options import TargetOptions, target_options
 from ttft.core.errors import TtftError
@@ -114,6 +115,7 @@ from ttft.core.errors import TtftError
 @click.option(
     "--seed", default="ttft", show_default=True, help="Prompt seed (same seed, same prompts)."
 )
+@html_option
 @click.pass_context
 def bench(ctx: click.Context, /, target: TargetOptions, **opts: Any) -> None:
     """Measure streaming TTFT at the client, per prompt length x load level.
@@ -128,6 +130,7 @@ def bench(ctx: click.Context, /, target: TargetOptions, **opts: Any) -> None:
       ttft bench                                   # embedded engine, quick profile
       ttft bench --url http://127.0.0.1:8000 --slo 'ttft:p99<600ms'
       ttft bench --url URL --rate 2 --rate 8 --requests 100
+      ttft bench --html                            # + results/.../report.html with charts
       ttft bench compare before/summary.json after/summary.json
     """
     if ctx.invoked_subcommand is not None:
