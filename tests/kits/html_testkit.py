@@ -123,12 +123,19 @@ def _level(concurrency: int, samples: list[float], goodput: float, passed: bool 
     stats = describe(sorted(samples), resamples=100)
     assert stats is not None
     return LevelResult(
-        concurrency=concurrency, n=len(samples), ok=len(samples), ttft_p50_ms=stats.p50,
-        ttft_p95_ms=stats.p95, ttft_p99_ms=stats.p99,
+        concurrency=concurrency,
+        n=len(samples),
+        ok=len(samples),
+        ttft_p50_ms=stats.p50,
+        ttft_p95_ms=stats.p95,
+        ttft_p99_ms=stats.p99,
         ttft_p50_ci_ms=(stats.p50_ci.low, stats.p50_ci.high),
-        ttft_p95_ci_ms=(stats.p95_ci.low, stats.p95_ci.high), goodput_per_s=goodput,
-        good_fraction=1.0 if passed else 0.5, slo_passed=passed, ttft_ms=tuple(samples),
-    )  # fmt: skip
+        ttft_p95_ci_ms=(stats.p95_ci.low, stats.p95_ci.high),
+        goodput_per_s=goodput,
+        good_fraction=1.0 if passed else 0.5,
+        slo_passed=passed,
+        ttft_ms=tuple(samples),
+    )
 
 
 def _samples(median: float, seed: int, n: int = 40) -> list[float]:
@@ -150,14 +157,26 @@ def ab_document() -> dict[str, Any]:
         Change("-ub 256", {"-ub": "256"}),
         Change("-np 4", {"-np": "4"}),
     ]
-    medians = {"step 0": 1800.0, "step 1": 600.0, "step 2": 605.0, "step 3": 900.0,
-               "alone 2": 1790.0, "alone 3": 1500.0}  # fmt: skip
+    medians = {
+        "step 0": 1800.0,
+        "step 1": 600.0,
+        "step 2": 605.0,
+        "step 3": 900.0,
+        "alone 2": 1790.0,
+        "alone 3": 1500.0,
+    }
     plan = arms(baseline, changes)
     by_arm = {
-        arm.name: [TrialResult(f"t-{arm.name}", arm.flags, "ok",
-                               levels=[_level(4, _samples(medians[arm.name], i), 1.0)])]
+        arm.name: [
+            TrialResult(
+                f"t-{arm.name}",
+                arm.flags,
+                "ok",
+                levels=[_level(4, _samples(medians[arm.name], i), 1.0)],
+            )
+        ]
         for i, arm in enumerate(plan)
-    }  # fmt: skip
+    }
     rows = attribution(plan, by_arm)
     data = ab_json(rows, overlap_note(rows), by_arm, total_cut(rows), [3])
     parsed: dict[str, Any] = json.loads(json.dumps(data))
@@ -172,10 +191,20 @@ def sweep_document() -> dict[str, Any]:
 
     results = []
     for i, (slots, base) in enumerate(((1, 400.0), (2, 300.0), (4, 350.0))):
-        levels = [_level(c, _samples(base * (1 + c / slots / 4), i * 10 + c), c * 0.9 / (1 + c / 8))
-                  for c in (1, 2, 4, 8)]  # fmt: skip
-        results.append(TrialResult(f"np{slots}", {"-np": str(slots)}, "ok", levels=levels,
-                                   best=levels[2], launch_command=["llama-server", "-np", str(slots)]))  # fmt: skip
+        levels = [
+            _level(c, _samples(base * (1 + c / slots / 4), i * 10 + c), c * 0.9 / (1 + c / 8))
+            for c in (1, 2, 4, 8)
+        ]
+        results.append(
+            TrialResult(
+                f"np{slots}",
+                {"-np": str(slots)},
+                "ok",
+                levels=levels,
+                best=levels[2],
+                launch_command=["llama-server", "-np", str(slots)],
+            )
+        )
     results.append(TrialResult("np8", {"-np": "8"}, "failed", reason="engine did not start"))
     data = sweep_json(results, ["ttft:p99<900ms"], chosen(results))
     parsed: dict[str, Any] = json.loads(json.dumps(data))
@@ -190,19 +219,48 @@ def doctor_document() -> dict[str, Any]:
         {"name": "response Content-Encoding", "value": "gzip", "unit": "", "source": "client"},
     ]
     finding = {
-        "rule": "transport/bunched-stream", "symptom": "the stream arrives in one piece",
-        "cause": "the proxy buffers and gzips text/event-stream", "action": "gzip off for SSE",
-        "cost_tier": "config", "confidence": "high", "step": "transport", "evidence": evidence,
-        "expected_gain_ms": 800.0, "expected_gain": None, "change": None,
-    }  # fmt: skip
+        "rule": "transport/bunched-stream",
+        "symptom": "the stream arrives in one piece",
+        "cause": "the proxy buffers and gzips text/event-stream",
+        "action": "gzip off for SSE",
+        "cost_tier": "config",
+        "confidence": "high",
+        "step": "transport",
+        "evidence": evidence,
+        "expected_gain_ms": 800.0,
+        "expected_gain": None,
+        "change": None,
+    }
     steps = [
-        {"name": "transport", "title": "transport", "status": "ok", "summary": "bunched",
-         "evidence": evidence, "findings": [finding], "notes": [], "seconds": 2.5},
-        {"name": "cache", "title": "cache", "status": "skipped", "summary": "", "evidence": [],
-         "findings": [], "notes": ["no request log given"], "seconds": 0.0},
-    ]  # fmt: skip
+        {
+            "name": "transport",
+            "title": "transport",
+            "status": "ok",
+            "summary": "bunched",
+            "evidence": evidence,
+            "findings": [finding],
+            "notes": [],
+            "seconds": 2.5,
+        },
+        {
+            "name": "cache",
+            "title": "cache",
+            "status": "skipped",
+            "summary": "",
+            "evidence": [],
+            "findings": [],
+            "notes": ["no request log given"],
+            "seconds": 0.0,
+        },
+    ]
     return {
-        "schema": "ttft.doctor/1", "ttft_version": "0", "target": "http://proxy:8080",
-        "healthy": False, "failed_steps": [], "unfinished_steps": [], "findings": [finding],
-        "steps": steps, "meta": {"engine": "llamacpp", "model": "m"},
-    }  # fmt: skip
+        "schema": "ttft.doctor/1",
+        "ttft_version": "0",
+        "target": "http://proxy:8080",
+        "healthy": False,
+        "failed_steps": [],
+        "unfinished_steps": [],
+        "findings": [finding],
+        "steps": steps,
+        "meta": {"engine": "llamacpp", "model": "m"},
+    }

@@ -12,9 +12,14 @@ from ttft.report import bench_charts as bc
 from ttft.report.html_bench import bench_page
 
 BENCH_CHARTS = {
-    "ttft-cdf", "ttft-cdf-log", "staircase-concurrency", "goodput-concurrency", "ladder",
-    "itl-cdf", "timeline",
-}  # fmt: skip
+    "ttft-cdf",
+    "ttft-cdf-log",
+    "staircase-concurrency",
+    "goodput-concurrency",
+    "ladder",
+    "itl-cdf",
+    "timeline",
+}
 
 
 def test_every_chart_is_present_and_has_marks() -> None:
@@ -67,14 +72,17 @@ def test_the_ttft_slo_is_drawn_on_the_cdf_and_the_staircase() -> None:
 def test_ten_thousand_requests_render_fast_and_small() -> None:
     records = [
         RequestRecord(
-            index=i, cell=f"512 tok c={1 + i // 2500}", scheduled_ns=i * 10 * MS,
-            sent_ns=i * 10 * MS, headers_ns=i * 10 * MS + MS,
+            index=i,
+            cell=f"512 tok c={1 + i // 2500}",
+            scheduled_ns=i * 10 * MS,
+            sent_ns=i * 10 * MS,
+            headers_ns=i * 10 * MS + MS,
             first_content_ns=i * 10 * MS + (100 + i % 97) * MS,
             chunk_ns=[i * 10 * MS + (100 + i % 97 + k * 20) * MS for k in range(8)],
             done_ns=i * 10 * MS + 300 * MS,
         )
         for i in range(10_000)
-    ]  # fmt: skip
+    ]
     doc = summary_doc(records)
     started = time.perf_counter()
     text = bench_page(doc, records, generated="now")

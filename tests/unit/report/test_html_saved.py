@@ -20,7 +20,7 @@ def _bench_dir(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps({"type": "run", "schema": "ttft.bench.results/1"})]
     lines += [json.dumps({"type": "request", "record": r.to_dict()}) for r in records]
-    (root / "records.jsonl").write_text("\n".join(lines) + "\n{\"type\": \"requ")  # torn tail
+    (root / "records.jsonl").write_text("\n".join(lines) + '\n{"type": "requ')  # torn tail
     (root / "summary.json").write_text(json.dumps(summary_doc(records), indent=2))
     return root
 

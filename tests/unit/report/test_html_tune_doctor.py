@@ -21,8 +21,12 @@ def test_the_ab_waterfall_has_the_baseline_each_step_and_the_final_result() -> N
     doc = ab_document()
     bars = waterfall_bars(doc)
     assert [b.label for b in bars] == [
-        "baseline", "+move-dynamic", "+-ub 256", "+-np 4", "final",
-    ]  # fmt: skip
+        "baseline",
+        "+move-dynamic",
+        "+-ub 256",
+        "+-np 4",
+        "final",
+    ]
     baseline, gain, no_effect, regressed, final = bars
     assert baseline.base == 0 and baseline.low is not None and baseline.high is not None
     assert baseline.low <= baseline.value <= baseline.high
