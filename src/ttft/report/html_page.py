@@ -32,15 +32,26 @@ button{font-size:12px;margin:4px 0}
 """
 
 # Log-x toggles flip between two pre-rendered SVGs, so a chart never needs a re-layout in JS.
-# Script errors are recorded on <body> so a headless browser test can read them from the DOM.
+# Script errors (counted on <html> by a watcher in <head>, so it sees errors of any later script)
+# and how many charts have visible marks (a bounding box) are written into the DOM, where a
+# headless browser test reads them from the dumped page.
+_WATCH = """
+window.addEventListener('error',function(){var e=document.documentElement;
+e.setAttribute('data-js-errors',String(Number(e.getAttribute('data-js-errors')||0)+1));});
+"""
 _SCRIPT = """
 (function(){
-window.addEventListener('error',function(e){var b=document.body;
-b.setAttribute('data-js-errors',String(Number(b.getAttribute('data-js-errors')||0)+1));});
 document.querySelectorAll('button[data-toggle]').forEach(function(btn){
 btn.addEventListener('click',function(){var box=document.getElementById(btn.dataset.toggle);
 box.querySelectorAll('.view').forEach(function(v){v.hidden=!v.hidden;});});});
-document.body.setAttribute('data-charts',String(document.querySelectorAll('svg.chart').length));
+var drawn=0,folded=0,all=document.querySelectorAll('svg.chart');
+all.forEach(function(svg){if(svg.closest('[hidden]')){folded++;return;}
+var marks=svg.querySelectorAll('.mark'),seen=false;
+marks.forEach(function(m){var b=m.getBBox();if(b.width>0||b.height>0){seen=true;}});
+if(seen){drawn++;}});
+document.body.setAttribute('data-charts',String(all.length));
+document.body.setAttribute('data-charts-drawn',String(drawn));
+document.body.setAttribute('data-charts-folded',String(folded));
 document.body.setAttribute('data-ready','1');
 })();
 """
@@ -108,7 +119,8 @@ def page(title: str, subtitle: str, body: Sequence[str], *, kind: str, generated
         "<!DOCTYPE html>\n"
         f'<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f'<meta name="generator" content="{GENERATOR}"><style>{_CSS}</style></head>\n'
+        f'<meta name="generator" content="{GENERATOR}"><style>{_CSS}</style>'
+        f"<script>{_WATCH}</script></head>\n"
         f'<body data-report="{escape(kind, quote=True)}"><h1>{escape(title)}</h1>'
         f'<p class="meta">{escape(subtitle)}</p>\n'
         + "\n".join(body)
