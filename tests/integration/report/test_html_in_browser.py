@@ -23,6 +23,7 @@ from html_testkit import (
 )
 
 from ttft.report.html_bench import bench_page
+from ttft.report.html_compare import compare_page
 from ttft.report.html_doctor import doctor_page
 from ttft.report.html_tune import tune_page
 
@@ -34,8 +35,16 @@ def _bench() -> str:
     return bench_page(summary_doc(records), records, generated="test")
 
 
+def _compare() -> str:
+    slow, fast = make_records(seed=1), make_records(seed=2)
+    return compare_page(
+        summary_doc(slow), summary_doc(fast), a_records=slow, b_records=fast, generated="test"
+    )
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "bench": _bench,
+    "compare": _compare,
     "tune-ab": lambda: tune_page(ab_document(), generated="test"),
     "tune-sweep": lambda: tune_page(sweep_document(), generated="test"),
     "doctor": lambda: doctor_page(doctor_document(), generated="test"),

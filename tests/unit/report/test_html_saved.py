@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from html_testkit import ab_document, doctor_document, make_records, mask_generated, summary_doc
+from html_testkit import (
+    ab_document,
+    doctor_document,
+    make_records,
+    mask_generated,
+    read_page,
+    summary_doc,
+)
 
 from ttft.cli.main import cli
 from ttft.core.errors import TtftError
@@ -66,3 +73,17 @@ def test_ttft_report_writes_the_page_into_the_folder(tmp_path: Path) -> None:
     out = tmp_path / "again.html"
     assert CliRunner().invoke(cli, ["report", str(folder), "--html", str(out)]).exit_code == 0
     assert mask_generated(out.read_text()) == mask_generated(first)
+
+
+def test_the_compare_page_pairs_the_cdfs_and_its_deltas_are_the_comparison() -> None:
+    from ttft.core.compare import compare_json
+    from ttft.report.html_compare import compare_page
+
+    slow, fast = make_records(seed=1), make_records(seed=2)
+    a, b = summary_doc(slow), summary_doc(fast)
+    text = compare_page(a, b, a_records=slow, b_records=fast, generated="T")
+    page = read_page(text)
+    assert len(page.charts) == 12 and all(page.charts.values())  # 6 cells x (warm, cold), max 12
+    rows = compare_json(a, b).rows
+    expected = [v for r in rows for v in (r.a, r.b, r.delta)]
+    assert [json.loads(value) for _, _, value in page.cells] == expected
