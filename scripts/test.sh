@@ -13,6 +13,14 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
     || $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
 fi
 
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  echo "== installing chromium (Debian) for the HTML report's browser tests"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+    || { $SUDO apt-get update -qq \
+         && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+fi
+
 echo "== installing ttft with all extras (first time: llama-server compiles, ~10 minutes)"
 python -m pip install -q --disable-pip-version-check -e ".[dev]"
 

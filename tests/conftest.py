@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from browser_testkit import chromium_binary
 
 from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
 from ttft.testing.nginx import nginx_binary
@@ -23,15 +24,21 @@ INTEGRATION = Path(__file__).parent / "integration"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    needs_nginx = False
+    needs_nginx = needs_browser = False
     for item in items:
         if INTEGRATION in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
         needs_nginx = needs_nginx or item.get_closest_marker("nginx") is not None
+        needs_browser = needs_browser or item.get_closest_marker("browser") is not None
     if needs_nginx and nginx_binary() is None:
         raise pytest.UsageError(
             "the selected tests need nginx, which is not installed: run `apt-get install -y "
             "nginx-light` (scripts/test.sh does), or leave them out with -m 'not nginx'"
+        )
+    if needs_browser and chromium_binary() is None:
+        raise pytest.UsageError(
+            "the selected tests need headless Chromium, which is not installed: run `apt-get "
+            "install -y chromium` (scripts/test.sh does), or leave them out with -m 'not browser'"
         )
 
 

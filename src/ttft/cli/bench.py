@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from ttft.cli.bench_setup import PROFILES
+from ttft.cli.html_output import html_option
 from ttft.cli.options import BenchOptions
 from ttft.cli.target_options import TargetOptions, target_options
 from ttft.core.errors import TtftError
@@ -114,6 +115,7 @@ from ttft.core.errors import TtftError
 @click.option(
     "--seed", default="ttft", show_default=True, help="Prompt seed (same seed, same prompts)."
 )
+@html_option
 @click.pass_context
 def bench(ctx: click.Context, /, target: TargetOptions, **opts: Any) -> None:
     """Measure streaming TTFT at the client, per prompt length x load level.
@@ -128,6 +130,7 @@ def bench(ctx: click.Context, /, target: TargetOptions, **opts: Any) -> None:
       ttft bench                                   # embedded engine, quick profile
       ttft bench --url http://127.0.0.1:8000 --slo 'ttft:p99<600ms'
       ttft bench --url URL --rate 2 --rate 8 --requests 100
+      ttft bench --html                            # + results/.../report.html with charts
       ttft bench compare before/summary.json after/summary.json
     """
     if ctx.invoked_subcommand is not None:
@@ -146,11 +149,15 @@ def bench(ctx: click.Context, /, target: TargetOptions, **opts: Any) -> None:
     is_flag=True,
     help="Exit 1 when B's TTFT p50 or p95 is worse than A's beyond the confidence intervals.",
 )
-def compare_cmd(a: Path, b: Path, fmt: str, fail_on_regression: bool) -> None:
+@html_option
+def compare_cmd(
+    a: Path, b: Path, fmt: str, fail_on_regression: bool, html_path: str | None
+) -> None:
     """Compare two summary.json files per cell, with confidence intervals.
 
     A change is "likely real" when the bootstrap intervals of A and B do not overlap, "within
-    noise" when they do, and "too few samples" below 5 requests per cell.
+    noise" when they do, and "too few samples" below 5 requests per cell. --html also writes
+    paired TTFT CDFs and the delta table as one page (FILE defaults to compare.html).
     """
     from ttft.core.compare import compare_json
     from ttft.report.csv import comparison_to_csv
@@ -175,7 +182,26 @@ def compare_cmd(a: Path, b: Path, fmt: str, fail_on_regression: bool) -> None:
         click.echo(comparison_to_csv(comparison), nl=False)
     else:
         print_comparison(comparison)
+    if html_path is not None:
+        _write_compare_html(docs, (a, b), Path(html_path or "compare.html"))
     if fail_on_regression and comparison.regressions():
         worse = ", ".join(f"{r.cell} {r.stat}" for r in comparison.regressions())
         click.echo(f"regression in TTFT: {worse}", err=True)
         raise click.exceptions.Exit(1)
+
+
+def _write_compare_html(docs: list[Any], paths: tuple[Path, Path], out: Path) -> None:
+    """Paired CDFs from each side's records.jsonl when it sits beside its summary."""
+    from ttft.cli.html_output import write_page
+    from ttft.report.html_compare import compare_page
+    from ttft.report.saved import generated_now, read_records
+
+    records = []
+    for path in paths:
+        beside = path.parent / "records.jsonl" if path.is_file() else path / "records.jsonl"
+        records.append(read_records(beside) if beside.is_file() else None)
+    text = compare_page(
+        docs[0], docs[1], a_records=records[0], b_records=records[1],
+        a_label=str(paths[0]), b_label=str(paths[1]), generated=generated_now(),
+    )  # fmt: skip
+    write_page(text, out)

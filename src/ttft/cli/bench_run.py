@@ -141,7 +141,7 @@ def _cold_mode(options: BenchOptions, spec: WorkloadSpec, console: Console, out_
         f"engine start-up to healthy: median {startups[len(startups) // 2]:.2f} s "
         f"(min {startups[0]:.2f}, max {startups[-1]:.2f})"
     )
-    _write_report(cold.summary, [], out_dir, console)
+    _write_report(cold.summary, [], out_dir, console, options.html_path)
     if slos and not cold.summary.slos_passed:
         raise click.exceptions.Exit(1)
 
@@ -179,7 +179,7 @@ def execute(options: BenchOptions) -> None:
         result = _run_with_progress(
             target, spec, tokenizer, records_path, fresh, slos, options, console
         )
-    _report(result, out_dir, console)
+    _write_report(result.summary, result.notes, out_dir, console, options.html_path)
     if slos and not all(cell.slos_passed for cell in result.summary.cells):
         raise click.exceptions.Exit(1)
 
@@ -237,11 +237,10 @@ def _run_with_progress(
         )
 
 
-def _report(result: SessionResult, out_dir: Path, console: Console) -> None:
-    _write_report(result.summary, result.notes, out_dir, console)
-
-
-def _write_report(summary: Any, notes: list[str], out_dir: Path, console: Console) -> None:
+def _write_report(
+    summary: Any, notes: list[str], out_dir: Path, console: Console, html: str | None = None
+) -> None:
+    from ttft.cli.html_output import write_saved_page
     from ttft.report.csv import summary_to_csv
     from ttft.report.markdown import summary_to_markdown
     from ttft.report.terminal import print_summary
@@ -253,3 +252,4 @@ def _write_report(summary: Any, notes: list[str], out_dir: Path, console: Consol
     for note in notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"results: {out_dir}/ (records.jsonl, summary.json, summary.csv, summary.md)")
+    write_saved_page(html, out_dir, out_dir, console)

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ttft.cli.html_output import html_option
 from ttft.cli.options import DoctorOptions
 from ttft.cli.target_options import TargetOptions, target_options
 
@@ -69,6 +70,7 @@ from ttft.cli.target_options import TargetOptions, target_options
     help="Write the findings' changes as an editable plan (TOML), cheapest first, with the "
     "service as measured; run it with `ttft tune ab --plan FILE`.",
 )
+@html_option
 def doctor(target: TargetOptions, **opts: Any) -> None:
     """Find where time-to-first-token goes on a live service, cheapest fix first.
 

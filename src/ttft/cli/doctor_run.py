@@ -178,6 +178,25 @@ def _emit(report: Any, options: DoctorOptions, console: Console) -> None:
         (out / "report.json").write_text(json.dumps(report.to_dict(), indent=2))
         (out / "report.md").write_text(doctor_markdown(report))
         console.print(f"report: {out}/report.json, {out}/report.md")
+    _write_html(report, options, console)
+
+
+def _write_html(report: Any, options: DoctorOptions, console: Console) -> None:
+    """The page from report.json when --out wrote one (what `ttft report` reads), else from the
+    same document through JSON, so both ways give the same page."""
+    from ttft.cli.html_output import html_target, write_page
+    from ttft.report.saved import generated_now, render_document, render_saved
+
+    folder = options.out_dir or Path.cwd()
+    target = html_target(options.html_path, folder)
+    if target is None:
+        return
+    if options.out_dir is not None:
+        text = render_saved(options.out_dir / "report.json")
+    else:
+        document = json.loads(json.dumps(report.to_dict()))
+        text = render_document(document, generated=generated_now(), source="report.json")
+    write_page(text, target, console)
 
 
 def _write_plan(

@@ -33,6 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "An OpenAI-compatible front door: unbuffered streams, pre-rendered templates, lanes, "
         "affinity.",
     ),
+    "report": (
+        "ttft.cli.report:report",
+        "Render a saved run (bench, doctor, tune) as one self-contained HTML page with charts.",
+    ),
     "serve": (
         "ttft.cli.serve:serve",
         "Run the embedded llama-server (Gemma 3 270M) in the foreground.",

@@ -34,6 +34,7 @@ class BenchOptions:
     out_dir: Path | None
     cold_samples: int | None
     seed: str
+    html_path: str | None = None  # --html: "" for the default place, else a file
 
     @property
     def profile_name(self) -> str:
@@ -56,3 +57,4 @@ class DoctorOptions:
     fmt: str
     fail_on_findings: bool
     plan: Path | None = None
+    html_path: str | None = None

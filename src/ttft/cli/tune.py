@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from ttft.cli.engine_choice import EngineKind
+from ttft.cli.html_output import html_option
 
 
 def _workload_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -55,7 +56,7 @@ def _workload_options(f: Callable[..., Any]) -> Callable[..., Any]:
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
-    return f
+    return html_option(f)
 
 
 @click.group()

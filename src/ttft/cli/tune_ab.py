@@ -104,7 +104,8 @@ def execute_ab(opts: dict[str, Any]) -> None:
             "workload": workload.describe(), "concurrency": opts["concurrency"]}  # fmt: skip
     exp = open_experiment(opts, "ab", spec)
     run_and_report(baseline, changes, trial_runner(opts), exp, workload, slos,
-                   concurrency=opts["concurrency"], repeats=opts["repeats"])  # fmt: skip
+                   concurrency=opts["concurrency"], repeats=opts["repeats"],
+                   html=opts.get("html_path"))  # fmt: skip
 
 
 def execute_plan(opts: dict[str, Any]) -> None:
@@ -133,7 +134,8 @@ def execute_plan(opts: dict[str, Any]) -> None:
     exp = open_experiment(opts, "ab", spec)
     Console(stderr=True).print(f"[dim]ttft {runner.describe()}[/dim]")
     run_and_report(Change("baseline"), steps, runner, exp, workload, slos,
-                   concurrency=service.concurrency, repeats=service.repeats)  # fmt: skip
+                   concurrency=service.concurrency, repeats=service.repeats,
+                   html=opts.get("html_path"))  # fmt: skip
 
 
 def run_and_report(
@@ -146,6 +148,7 @@ def run_and_report(
     *,
     concurrency: int,
     repeats: int,
+    html: str | None = None,
 ) -> None:
     console = Console(stderr=True)
     applied = confirm_applied(exp)
@@ -186,7 +189,7 @@ def run_and_report(
         click.echo(line)
     md = to_markdown("tune ab", AB_COLUMNS, table) + "".join(f"\n{x}\n" for x in lines if x)
     data = ab_json(rows, note, chain.by_arm, total, chain.undone)
-    write_reports(exp, data, md, to_csv(AB_COLUMNS, table))
+    write_reports(exp, data, md, to_csv(AB_COLUMNS, table), html)
     console.print(f"results: {exp.root}/ (summary.json, summary.md, summary.csv, trials/)")
 
 

@@ -127,10 +127,15 @@ _HEADERS = {
 }
 
 
-def write_reports(exp: ExperimentDir, data: dict[str, Any], md: str, csv_text: str) -> None:
+def write_reports(
+    exp: ExperimentDir, data: dict[str, Any], md: str, csv_text: str, html: str | None = None
+) -> None:
+    from ttft.cli.html_output import write_saved_page
+
     exp.write_report("summary.json", json.dumps(data, indent=2))
     exp.write_report("summary.md", md)
     exp.write_report("summary.csv", csv_text)
+    write_saved_page(html, exp.root / "summary.json", exp.root, Console(stderr=True))
 
 
 def execute_sweep(opts: dict[str, Any]) -> None:
@@ -188,6 +193,7 @@ def execute_sweep(opts: dict[str, Any]) -> None:
         sweep_json(results, [s.text for s in slos], choice),
         to_markdown("tune sweep", SWEEP_COLUMNS, rows),
         to_csv(SWEEP_COLUMNS, rows),
+        opts.get("html_path"),
     )
     if opts["buckets"]:
         _bucket_axis(opts, configs, exp, workload, slos, search, console)
