@@ -6,8 +6,9 @@ from ttft.engines.flags import parse_flag_table
 
 # vLLM 0.11 (vllm/engine/arg_utils.py at commit 99d7eb5d, EngineArgs.add_cli_args: bool fields are
 # BooleanOptionalAction, so every one has a --no- form; vllm/entrypoints/openai/cli_args.py for the
-# frontend flags), plus flags removed since V0 as listed in vLLM's release notes; --attention-backend
-# from docs.vllm.ai design/attention_backends (v0.20+: FLASH_ATTN, FLASHINFER, TRITON_ATTN, ...).
+# frontend flags), plus flags removed since V0 as listed in vLLM's release notes;
+# --attention-backend from docs.vllm.ai design/attention_backends (v0.20+: FLASH_ATTN, FLASHINFER,
+# TRITON_ATTN, ...).
 FLAGS = parse_flag_table(
     """
 --model v
