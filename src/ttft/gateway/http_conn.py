@@ -201,7 +201,10 @@ class Connection(asyncio.Protocol):
             try:
                 server.precheck(request)  # the key, the route: before reading any body
             except GatewayError as exc:
-                self._refuse_with(exc)
+                if length:
+                    self._refuse_with(exc)  # its body is not read: the connection ends
+                else:
+                    self._dispatch(request, keep, exc)
                 return
         if length == 0:
             self._dispatch(request, keep)
@@ -242,17 +245,24 @@ class Connection(asyncio.Protocol):
         self._body, self._need = [], 0
         self._dispatch(request, self._keep_alive)
 
-    def _dispatch(self, request: Request, keep_alive: bool) -> None:
+    def _dispatch(
+        self, request: Request, keep_alive: bool, error: GatewayError | None = None
+    ) -> None:
         self._disarm()
         response = Response(self, keep_alive)
         self._response = response
-        self._task = asyncio.get_running_loop().create_task(self._run(request, response))
+        self._task = asyncio.get_running_loop().create_task(self._run(request, response, error))
         if len(self._buf) > self.server.max_header_bytes + _PIPELINE_SLACK:
             self._pause_reading()
 
-    async def _run(self, request: Request, response: Response) -> None:
+    async def _run(self, request: Request, response: Response, error: GatewayError | None) -> None:
         try:
-            await self.server.handler(request, response)
+            if error is None:
+                await self.server.handler(request, response)
+            else:  # refused from its head: answered like any other, in order, on a task
+                received = request.received_ns
+                response.server_timing = lambda: f"gateway;dur={(_clock() - received) / 1e6:.3f}"
+                response.send_error(error)
         except asyncio.CancelledError:
             if not self.closed:
                 raise
@@ -307,8 +317,12 @@ class Connection(asyncio.Protocol):
         self._refused = True
         self._release_budget()
         body = error.body()
+        extra = error.headers
+        if self._request_started_ns:
+            spent_ms = (_clock() - self._request_started_ns) / 1e6
+            extra = (*extra, ("Server-Timing", f"gateway;dur={spent_ms:.3f}"))
         if self.transport is not None and not self.closed:
-            head = plain_head(error.status, len(body), close=True, extra=error.headers)
+            head = plain_head(error.status, len(body), close=True, extra=extra)
             self.transport.write(head + body)
         self._buf.clear()
         self._body = []
