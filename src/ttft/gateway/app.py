@@ -17,6 +17,7 @@ from typing import Any
 
 from ttft.gateway.config import GatewayConfig
 from ttft.gateway.errors import GatewayError, not_found, unauthorized
+from ttft.gateway.hosts import allowed_hosts, host_name
 from ttft.gateway.http_server import HttpServer, Request, Response
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.proxy import CHAT, COMPLETIONS, Proxy, check_method
@@ -48,13 +49,20 @@ class Gateway:
         limits = config.limits
         self.server = HttpServer(
             self.handle,
+            precheck=self.precheck,
             max_header_bytes=limits.max_header_bytes,
             max_body_bytes=limits.max_body_bytes,
+            max_bodies_in_flight_bytes=limits.max_bodies_in_flight_bytes,
             max_connections=limits.max_connections,
+            max_connections_per_client=limits.max_connections_per_client,
+            first_request_timeout_s=limits.first_request_timeout_s,
             read_timeout_s=limits.read_timeout_s,
             idle_timeout_s=limits.idle_timeout_s,
+            write_timeout_s=limits.write_timeout_s,
         )
         self._keys = tuple(k.encode() for k in config.api_keys)
+        self._boosts = dict(config.key_priority_boosts)
+        self._hosts = allowed_hosts(config)
         self._tasks: list[asyncio.Task[None]] = []
         self.started_at = time.time()
 
@@ -116,6 +124,43 @@ class Gateway:
 
     # -- requests --------------------------------------------------------------------------
 
+    def precheck(self, request: Request) -> None:
+        """What the head alone decides, before any body byte is read: route, method, key.
+
+        With no keys, the Host must be a loopback name (or ``allowed_hosts``) and a POST must be
+        ``application/json``: a web page the user visits cannot then reach an open gateway on
+        localhost, neither by DNS rebinding nor by a form post (which needs no CORS preflight).
+        """
+        path = request.path
+        if path in _ENDPOINTS:
+            check_method(request, "POST")
+        elif path in ("/v1/models", "/health", "/metrics"):
+            check_method(request, "GET")
+        else:
+            raise not_found(
+                f"no route {request.method} {path[:200]}; this gateway "
+                "serves /v1/chat/completions, /v1/completions, /v1/models, "
+                "/health and /metrics"
+            )
+        if not self._keys:
+            host = request.headers.get("host")
+            if host is not None and host_name(host) not in self._hosts:
+                raise GatewayError(
+                    403,
+                    "this gateway has no API keys, so it answers only requests addressed to "
+                    "localhost; set api_keys or allowed_hosts to serve other names",
+                    code="host_not_allowed",
+                )
+            media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+            if request.method == "POST" and media != "application/json":
+                raise GatewayError(
+                    415,
+                    "send the body as Content-Type: application/json",
+                    code="unsupported_media_type",
+                )
+        elif path in _ENDPOINTS or path == "/v1/models" or not self.config.public_metrics:
+            self._authorize(request)
+
     async def handle(self, request: Request, response: Response) -> None:
         endpoint = _ENDPOINTS.get(request.path)
         label, model = endpoint or request.path, "-"
@@ -123,35 +168,18 @@ class Gateway:
         response.server_timing = lambda: f"gateway;dur={(_clock() - received) / 1e6:.3f}"
         try:
             if endpoint is not None:
-                check_method(request, "POST")
-                self._authorize(request)
                 body = parse_body(request.body)
-                plan = self.proxy.plan(request, endpoint, body)
+                plan = self.proxy.plan(request, endpoint, body, self._boost(request))
                 model = plan.runtime.name
                 await self.proxy.run(request, response, plan)
             elif request.path == "/v1/models":
-                check_method(request, "GET")
-                self._authorize(request)
                 self._send_json(response, 200, self._models_body())
             elif request.path == "/health":
-                check_method(request, "GET")
-                if not self.config.public_metrics:
-                    self._authorize(request)
                 ok, body = self._health_body()
                 self._send_json(response, 200 if ok else 503, body)
-            elif request.path == "/metrics":
-                check_method(request, "GET")
-                if not self.config.public_metrics:
-                    self._authorize(request)
+            else:
                 response.send(
                     200, [("Content-Type", "text/plain; version=0.0.4")], self.metrics.render()
-                )
-            else:
-                label = "other"
-                raise not_found(
-                    f"no route {request.method} {request.path[:200]}; this gateway "
-                    "serves /v1/chat/completions, /v1/completions, /v1/models, "
-                    "/health and /metrics"
                 )
         except GatewayError as exc:
             if response.started:
@@ -160,6 +188,15 @@ class Gateway:
         finally:
             if response.status is not None and label in ("chat", "completions", "/v1/models"):
                 self.metrics.requests.inc(model, label, str(response.status))
+
+    def _boost(self, request: Request) -> int:
+        """How far below 0 this request's key may set ``priority`` (checked by ``plan``)."""
+        default = self.config.admission.max_priority_boost
+        if not self._boosts:
+            return default
+        token = request.headers.get("authorization", "").partition(" ")[2].strip()
+        # The key was verified in constant time already; this lookup only reads its settings.
+        return self._boosts.get(token, default)
 
     def _authorize(self, request: Request) -> None:
         if not self._keys:

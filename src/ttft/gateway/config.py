@@ -104,6 +104,9 @@ class AdmissionConfig:
     long_prompt_tokens: int = 1024  # a prompt above this goes to the long lane
     short_burst: int = 4  # short dispatches in a row before a waiting long one gets its turn
     queue_timeout_s: float = 30.0
+    # How far below 0 a request's ``priority`` may go (lower goes first): 0 means nobody jumps
+    # the queue; a key of ``api_keys`` may be given more ({ key = ..., max_priority_boost = N }).
+    max_priority_boost: int = 0
 
 
 @dataclass(frozen=True)
@@ -122,9 +125,16 @@ class RoutingConfig:
 class LimitsConfig:
     max_body_bytes: int = 4 * 1024 * 1024
     max_header_bytes: int = 32 * 1024
-    max_connections: int = 4096
+    max_connections: int = 4096  # lowered to what the file limit allows
+    # Per client address; behind a proxy every client has the proxy's address: raise it or 0.
+    max_connections_per_client: int = 256
+    max_bodies_in_flight_bytes: int = 64 * 1024 * 1024  # all request bodies being received
+    first_request_timeout_s: float = 10.0  # a new connection must send its first request
     read_timeout_s: float = 30.0  # to receive a whole request once it started
     idle_timeout_s: float = 75.0  # a keep-alive client connection with nothing to do
+    write_timeout_s: float = 60.0  # a client that reads nothing of its answer for this long
+    max_tokens: int = 1024 * 1024  # the most max_tokens / max_completion_tokens a request asks
+    max_n: int = 16  # the most choices (``n``) a request asks
     connect_timeout_s: float = 5.0
     upstream_idle_timeout_s: float = 600.0  # silence from an upstream in the middle of an answer
     max_response_bytes: int = 16 * 1024 * 1024  # a non-streamed answer we must translate
@@ -139,7 +149,12 @@ class GatewayConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     api_keys: tuple[str, ...] = ()
-    public_metrics: bool = True  # /metrics and /health without a key
+    # Keys allowed a priority below 0 other than admission.max_priority_boost: (key, boost).
+    key_priority_boosts: tuple[tuple[str, int], ...] = ()
+    # /metrics and /health without a key even when keys are set (they name upstream URLs).
+    public_metrics: bool = False
+    # With no keys, Host headers accepted besides loopback names (DNS rebinding defence).
+    allowed_hosts: tuple[str, ...] = ()
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     routing: RoutingConfig = field(default_factory=RoutingConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
@@ -256,6 +271,7 @@ def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfi
         "api_keys",
         "api_keys_env",
         "public_metrics",
+        "allowed_hosts",
         "model",
         "admission",
         "routing",
@@ -276,7 +292,10 @@ def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfi
     names = [m.name for m in models]
     if len(set(names)) != len(names):
         raise _fail(origin, "two [[model]] tables have the same name")
-    keys = _api_keys(raw, origin)
+    keys, boosts = _api_keys(raw, origin)
+    hosts = raw.get("allowed_hosts", [])
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
+        raise _fail(f"{origin}: allowed_hosts", "expected a list of host names")
     admission = AdmissionConfig(
         **_section(_table(raw, "admission", origin), AdmissionConfig, f"{origin}: admission")
     )
@@ -292,7 +311,7 @@ def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfi
         raise _fail(f"{origin}: routing", "block_tokens and virtual_nodes must be at least 1")
     if routing.load_factor < 1.0:
         raise _fail(f"{origin}: routing.load_factor", "must be at least 1.0")
-    public = raw.get("public_metrics", True)
+    public = raw.get("public_metrics", False)
     if not isinstance(public, bool):
         raise _fail(f"{origin}: public_metrics", "expected true or false")
     return GatewayConfig(
@@ -300,7 +319,9 @@ def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfi
         host=host,
         port=port,
         api_keys=keys,
+        key_priority_boosts=boosts,
         public_metrics=public,
+        allowed_hosts=tuple(h.lower() for h in hosts),
         admission=admission,
         routing=routing,
         limits=limits,
@@ -314,10 +335,30 @@ def _table(raw: Mapping[str, Any], name: str, origin: str) -> Mapping[str, Any]:
     return value
 
 
-def _api_keys(raw: Mapping[str, Any], origin: str) -> tuple[str, ...]:
-    keys = raw.get("api_keys", [])
-    if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
-        raise _fail(f"{origin}: api_keys", "expected a list of non-empty strings")
+def _api_keys(
+    raw: Mapping[str, Any], origin: str
+) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:
+    """Keys: strings, or tables ``{ key = "...", max_priority_boost = N }``."""
+    entries = raw.get("api_keys", [])
+    if not isinstance(entries, list):
+        raise _fail(f"{origin}: api_keys", "expected a list of keys")
+    keys: list[str] = []
+    boosts: list[tuple[str, int]] = []
+    for i, entry in enumerate(entries):
+        where = f"{origin}: api_keys[{i}]"
+        if isinstance(entry, dict):
+            unknown = set(entry) - {"key", "max_priority_boost"}
+            if unknown:
+                raise _fail(where, f"unknown key(s) {', '.join(sorted(unknown))}")
+            key, boost = entry.get("key"), entry.get("max_priority_boost", 0)
+            if isinstance(boost, bool) or not isinstance(boost, int) or boost < 0:
+                raise _fail(where + ".max_priority_boost", "expected a whole number >= 0")
+            if isinstance(key, str) and key:
+                boosts.append((key, boost))
+            entry = key
+        if not isinstance(entry, str) or not entry:
+            raise _fail(where, 'expected non-empty strings or { key = "..." } tables')
+        keys.append(entry)
     env = raw.get("api_keys_env")
     if env is not None:
         if not isinstance(env, str):
@@ -329,8 +370,8 @@ def _api_keys(raw: Mapping[str, Any], origin: str) -> tuple[str, ...]:
                 f"the environment variable {env} is not set",
                 f"export {env}=key1,key2 (or remove api_keys_env for an open gateway)",
             )
-        keys = keys + [k.strip() for k in value.split(",") if k.strip()]
-    return tuple(keys)
+        keys += [k.strip() for k in value.split(",") if k.strip()]
+    return tuple(keys), tuple(boosts)
 
 
 def load(path: Path) -> GatewayConfig:

@@ -1,26 +1,34 @@
-"""HTTP/1.1 on the wire: request heads parsed strictly, status lines and error heads written.
+"""HTTP/1.1 on the wire: request heads parsed by llhttp (httptools), status lines written here.
 
-Strict on purpose: one space-separated request line, header names that are HTTP tokens, no
-whitespace before the colon, one Content-Length. What a lenient parser would accept is exactly
-what request smuggling through a chain of proxies relies on.
+The head goes through llhttp, the parser of Node.js (and of uvicorn through httptools): strict by
+default and fuzzed by many more people than a hand-written parser. It rejects what request
+smuggling through a chain of proxies relies on: bare CR or LF, NUL and other control bytes in
+header values, whitespace before the colon, obsolete line folding, more than one Content-Length,
+Content-Length together with Transfer-Encoding, and anything but ASCII digits in Content-Length.
+
+Only the head is fed to it: the caller finds the end of the head itself (one scan of each byte)
+and frames the body by Content-Length, so the body is never copied through a Python callback and
+pipelined requests are not parsed before the server wants them.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+import httptools
+
 REASONS = {
     100: "Continue",
     200: "OK",
     400: "Bad Request",
     401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     408: "Request Timeout",
     411: "Length Required",
     413: "Content Too Large",
+    415: "Unsupported Media Type",
     429: "Too Many Requests",
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",
@@ -30,6 +38,8 @@ REASONS = {
     504: "Gateway Timeout",
     505: "HTTP Version Not Supported",
 }
+# Headers that must appear once: two Hosts are two different requests to two proxies.
+_SINGLE = frozenset({"host", "content-length", "content-type", "authorization"})
 
 
 @dataclass(slots=True)
@@ -39,49 +49,93 @@ class Request:
     query: str
     version: str
     headers: dict[str, str]  # names lower-cased; repeated headers comma-joined
-    body: bytes
+    body: bytes  # empty until the whole body arrived (the head is checked before that)
     received_ns: int  # perf_counter_ns when the request's first bytes arrived
     peer: str
 
+    @property
+    def content_length(self) -> int:
+        return int(self.headers.get("content-length", "0"))
 
-def plain_head(status: int, length: int, *, close: bool) -> bytes:
+
+class BadHead(ValueError):
+    """A request head llhttp (or our own rules) refused; the message is safe to show."""
+
+
+class HeadParser:
+    """One request head, fed in pieces as they arrive; ``complete`` once the blank line came.
+
+    A new parser per request: only heads are fed, so llhttp would otherwise wait for the body.
+    """
+
+    __slots__ = ("_parser", "_url", "complete", "headers")
+
+    def __init__(self) -> None:
+        self._url: list[bytes] = []
+        self.headers: dict[str, str] = {}
+        self.complete = False
+        self._parser = httptools.HttpRequestParser(self)
+
+    # llhttp's callbacks ------------------------------------------------------------------
+
+    def on_url(self, url: bytes) -> None:
+        self._url.append(url)  # may come in pieces when the head arrives in pieces
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        old = self.headers.get(key)
+        if old is None:
+            self.headers[key] = text
+        elif key in _SINGLE:
+            raise BadHead(f"more than one {key} header")
+        else:
+            self.headers[key] = f"{old}, {text}"
+
+    def on_headers_complete(self) -> None:
+        self.complete = True
+
+    # ----------------------------------------------------------------------------------------
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # CONNECT or an Upgrade header: the head is whole; we never switch protocols, and
+            # CONNECT's authority target fails the path check in ``finish``.
+            self.complete = True
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__
+            raise BadHead(str(cause) if isinstance(cause, BadHead) else "bad header") from None
+        except httptools.HttpParserError as exc:
+            raise BadHead(str(exc) or "malformed request") from None
+
+    def finish(self) -> tuple[str, str, str, dict[str, str]]:
+        """(method, target, version, headers) of a complete head, checked."""
+        if not self.complete:
+            raise BadHead("incomplete request head")
+        version = "HTTP/" + self._parser.get_http_version()
+        if version not in ("HTTP/1.1", "HTTP/1.0"):
+            raise BadHead(f"unsupported version {version[:20]!r}")
+        target = b"".join(self._url).decode("latin-1")
+        if not target.startswith("/"):
+            raise BadHead("the target must be a path (this gateway is not a forward proxy)")
+        length = self.headers.get("content-length")
+        if length is not None and not (length.isascii() and length.isdigit()):
+            raise BadHead(f"bad Content-Length {length[:40]!r}")  # llhttp checks it too
+        return self._parser.get_method().decode("ascii"), target, version, self.headers
+
+
+def plain_head(
+    status: int, length: int, *, close: bool, extra: tuple[tuple[str, str], ...] = ()
+) -> bytes:
     lines = [
         f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}",
         "Server: ttft-gateway",
         "Content-Type: application/json",
         f"Content-Length: {length}",
     ]
+    lines.extend(f"{k}: {v}" for k, v in extra)
     if close:
         lines.append("Connection: close")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-def parse_head(raw: bytes) -> tuple[str, str, str, dict[str, str]]:
-    try:
-        text = raw.decode("latin-1")
-    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-        raise ValueError("undecodable head") from None
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3:
-        raise ValueError(f"bad request line {lines[0][:80]!r}")
-    method, target, version = parts
-    if not TOKEN.match(method):
-        raise ValueError(f"bad method {method[:20]!r}")
-    if version not in ("HTTP/1.1", "HTTP/1.0"):
-        raise ValueError(f"unsupported version {version[:20]!r}")
-    if not target.startswith("/"):
-        raise ValueError("the target must be a path (this gateway is not a forward proxy)")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep or not TOKEN.match(name):
-            raise ValueError(f"bad header line {line[:60]!r}")
-        key = name.lower()
-        value = value.strip(" \t")
-        if key == "content-length" and key in headers and headers[key] != value:
-            raise ValueError("conflicting Content-Length headers")
-        headers[key] = (
-            f"{headers[key]}, {value}" if key in headers and key != "content-length" else value
-        )
-    return method, target, version, headers

@@ -89,9 +89,12 @@ class Planner:
 
     # -- planning --------------------------------------------------------------------------
 
-    def plan(self, request: Request, endpoint: str, body: dict[str, Any]) -> Plan:
+    def plan(
+        self, request: Request, endpoint: str, body: dict[str, Any], priority_boost: int = 0
+    ) -> Plan:
         runtime = self._model(body)
-        stream, priority = check_common(body)
+        limits = self.config.limits
+        stream, priority = check_common(body, priority_boost, limits.max_tokens, limits.max_n)
         changed = False
         if runtime.config.upstream_model and body.get("model") != runtime.upstream_model:
             body["model"] = runtime.upstream_model

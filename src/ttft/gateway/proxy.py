@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Any
 
@@ -29,6 +30,7 @@ from ttft.gateway.upstream import request_bytes
 _RETRYABLE = (errors.CONNECT, errors.DISCONNECT, errors.INCOMPLETE_STREAM)
 _MARK_DOWN = (errors.CONNECT, errors.DISCONNECT, errors.INCOMPLETE_STREAM)
 _clock = time.perf_counter_ns
+log = logging.getLogger("ttft.gateway")
 
 
 class Proxy:
@@ -40,8 +42,10 @@ class Proxy:
         self.metrics = metrics
         self.planner = Planner(config, models, metrics)
 
-    def plan(self, request: Request, endpoint: str, body: dict[str, Any]) -> Plan:
-        return self.planner.plan(request, endpoint, body)
+    def plan(
+        self, request: Request, endpoint: str, body: dict[str, Any], priority_boost: int = 0
+    ) -> Plan:
+        return self.planner.plan(request, endpoint, body, priority_boost)
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -83,10 +87,8 @@ class Proxy:
             last = failure
             tried.add(replica.index)
         if last is not None:
-            kind = "timeout" if last.kind == errors.TIMEOUT else "upstream"
             raise upstream_failed(
-                f"{runtime.name}: the upstream failed ({kind}): {last.message}",
-                504 if last.kind == errors.TIMEOUT else 502,
+                _client_message(runtime.name, last), 504 if last.kind == errors.TIMEOUT else 502
             )
         if runtime.healthy_count() == 0:
             self.metrics.shed.inc(runtime.name, "no_healthy_upstream")
@@ -157,6 +159,8 @@ class Proxy:
 
         def attach(conn: Any) -> None:
             response.on_pause = lambda paused: conn.pause() if paused else conn.resume()
+            if response.paused:
+                conn.pause()  # the client is behind already: not one upstream byte piles up
 
         sink.sent_ns = _clock()
         try:
@@ -181,6 +185,10 @@ class Proxy:
         exc: RequestFailed,
     ) -> RequestFailed | None:
         self.metrics.upstream_errors.inc(replica.name, exc.kind)
+        # The details (host, port, the OS's words) go to the log; the client gets the kind.
+        log.warning(
+            "%s: %s failed (%s): %s", plan.runtime.name, replica.name, exc.kind, exc.message
+        )
         if exc.kind in _MARK_DOWN:
             replica.mark_down(exc.message)
         if response.client_gone:
@@ -189,17 +197,13 @@ class Proxy:
             if exc.kind in _RETRYABLE:
                 return exc
             status = 504 if exc.kind == errors.TIMEOUT else 502
-            response.send_error(
-                upstream_failed(
-                    f"{plan.runtime.name}: the upstream failed ({exc.kind}): {exc.message}", status
-                )
-            )
+            response.send_error(upstream_failed(_client_message(plan.runtime.name, exc), status))
             return None
         if sink.streaming:
             # Mid-stream: the status line is long gone; end with an error event clients parse.
             response.write(
                 upstream_failed(
-                    f"the upstream failed in the middle of the answer ({exc.kind}): {exc.message}"
+                    f"the upstream failed in the middle of the answer ({exc.kind})"
                 ).event()
             )
             response.end()
@@ -229,6 +233,11 @@ class Proxy:
         return PATHS[COMPLETIONS], json.dumps(
             body, ensure_ascii=False, separators=(",", ":")
         ).encode()
+
+
+def _client_message(model: str, exc: RequestFailed) -> str:
+    """What a client learns of an upstream failure: the kind, never the address."""
+    return f"{model}: the upstream failed ({exc.kind}); retry later"
 
 
 def check_method(request: Request, allowed: str) -> None:

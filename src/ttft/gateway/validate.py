@@ -2,12 +2,17 @@
 
 Only what the gateway itself reads is checked strictly (model, stream, messages, prompt, priority)
 plus the common numeric fields, whose wrong types engines answer inconsistently; everything else
-is the engine's to judge.
+is the engine's to judge. But the body as a whole must be JSON the gateway can re-encode and an
+engine can read: no NaN or Infinity (not JSON, though Python reads them), no lone surrogates (they
+cannot be encoded as UTF-8), no nesting deeper than ``MAX_DEPTH``, and integers in the range the
+engines store them in (a token id of 2**70 is not an out-of-vocabulary token, it is an attack).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
 from ttft.gateway.errors import GatewayError, bad_request
@@ -15,7 +20,23 @@ from ttft.gateway.errors import GatewayError, bad_request
 _INT_FIELDS = ("max_tokens", "max_completion_tokens", "n", "seed", "top_k")
 _NUMBER_FIELDS = ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty")
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
-PRIORITY_RANGE = (-1_000_000, 1_000_000)
+PRIORITY_MAX = 1_000_000
+MAX_DEPTH = 64  # an OpenAI body nests ~6 deep (tools' JSON schemas a few more)
+_INT32 = 2**31
+_SEED_RANGE = (-(2**63), 2**64)  # vLLM keeps an int64, llama.cpp a uint32
+# A \uD800-\uDFFF escape: the only way a lone surrogate gets into a decoded string.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} is out of range")
+    return value
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -26,12 +47,33 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise bad_request("the request body is not UTF-8 text") from None
     try:
-        body = json.loads(text)
+        body = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except RecursionError:
+        raise bad_request(f"the request body nests deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:
         raise bad_request(f"the request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise bad_request(f"the request body must be a JSON object, not {_kind(body)}")
+    # Counting brackets is cheap; the walk runs only for bodies that could be too deep.
+    if text.count("[") + text.count("{") > MAX_DEPTH and _too_deep(body, MAX_DEPTH):
+        raise bad_request(f"the request body nests deeper than {MAX_DEPTH} levels")
+    if _SURROGATE_ESCAPE.search(text):
+        try:
+            json.dumps(body, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise bad_request("the request body holds a lone UTF-16 surrogate") from None
     return body
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
 
 
 def _kind(value: Any) -> str:
@@ -48,8 +90,17 @@ def _kind(value: Any) -> str:
     return "an object"
 
 
-def check_common(body: dict[str, Any]) -> tuple[bool, int]:
-    """``stream`` and ``priority``; numeric fields typed. Returns (stream, priority)."""
+def check_common(
+    body: dict[str, Any],
+    max_priority_boost: int = 0,
+    max_tokens: int = 1 << 20,
+    max_n: int = 16,
+) -> tuple[bool, int]:
+    """``stream`` and ``priority``; numeric fields typed and bounded. Returns (stream, priority).
+
+    ``priority`` below 0 (ahead of the default) only down to ``-max_priority_boost``: jumping
+    the queue is a right a key is given, not one a client takes.
+    """
     stream = body.get("stream", False)
     if stream is None:
         stream = False
@@ -59,12 +110,16 @@ def check_common(body: dict[str, Any]) -> tuple[bool, int]:
         value = body.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise bad_request(f"'{name}' must be an integer, not {_kind(value)}", name)
-        if (
-            name in ("max_tokens", "max_completion_tokens", "n")
-            and isinstance(value, int)
-            and value < 0
-        ):
+        if not isinstance(value, int):
+            continue
+        if name in ("max_tokens", "max_completion_tokens", "n") and value < 0:
             raise bad_request(f"'{name}' must not be negative", name)
+        low, high = _SEED_RANGE if name == "seed" else (-_INT32, _INT32)
+        cap = {"max_tokens": max_tokens, "max_completion_tokens": max_tokens, "n": max_n}.get(name)
+        if cap is not None and value > cap:
+            raise bad_request(f"'{name}' is {value}; this gateway allows at most {cap}", name)
+        if not low <= value < high:
+            raise bad_request(f"'{name}' is out of range", name)
     for name in _NUMBER_FIELDS:
         value = body.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
@@ -77,7 +132,7 @@ def check_common(body: dict[str, Any]) -> tuple[bool, int]:
         priority = 0
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise bad_request(f"'priority' must be an integer, not {_kind(priority)}", "priority")
-    low, high = PRIORITY_RANGE
+    low, high = -max_priority_boost, PRIORITY_MAX
     if not low <= priority <= high:
         raise bad_request(f"'priority' must be between {low} and {high}", "priority")
     return stream, priority
@@ -121,14 +176,15 @@ def check_prompt(body: dict[str, Any]) -> str | list[Any]:
         isinstance(prompt, list)
         and prompt
         and (
-            all(isinstance(x, int) and not isinstance(x, bool) for x in prompt)
+            all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < _INT32 for x in prompt)
             or all(isinstance(x, str) for x in prompt)
         )
     ):
         return prompt
     raise GatewayError(
         400,
-        "'prompt' must be a string, an array of strings or an array of token ids",
+        "'prompt' must be a string, an array of strings or an array of token ids "
+        f"(integers from 0 to {_INT32 - 1})",
         param="prompt",
         code="invalid_request",
     )

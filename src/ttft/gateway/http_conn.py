@@ -1,0 +1,397 @@
+"""One client connection of the HTTP/1.1 server (``http_server``): framing, limits, timers.
+
+What matters for TTFT: a response body is written to the socket the moment the handler has it
+(no response buffer, no compression, ever), the head goes out in the same write as the first body
+bytes (one syscall, and ``Server-Timing`` can carry the upstream's time to first byte), and a
+client that goes away cancels its handler, so the upstream request is cancelled too.
+
+What matters for safety, with a hostile client in mind:
+- heads are parsed by llhttp (``http_wire``), each byte scanned once however slowly it trickles
+  in; heads and bodies have hard size limits (431, 413); bodies need ``Content-Length`` (no
+  chunked uploads, so no smuggling through disagreeing framings);
+- ``precheck`` (the API key, the route) runs on the head, before any body byte is read, and the
+  bodies being read share one memory budget (503 when it is spent);
+- requests pipelined behind one are held unparsed, bounded, and are not parsed while the client
+  is not reading its answers (its socket is write-paused);
+- a connection must send its first request within ``first_request_timeout_s``, a request must
+  arrive within ``read_timeout_s``, an idle keep-alive connection closes after
+  ``idle_timeout_s``, and a client that reads nothing for ``write_timeout_s`` is dropped;
+- at most ``max_connections`` in all and ``max_connections_per_client`` per client address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ttft.gateway.errors import GatewayError
+from ttft.gateway.http_response import Response
+from ttft.gateway.http_wire import BadHead, HeadParser, Request, plain_head
+
+if TYPE_CHECKING:
+    from ttft.gateway.http_server import HttpServer
+
+log = logging.getLogger("ttft.gateway")
+
+_clock = time.perf_counter_ns
+# While a request is answered the client may already send its next one (pipelining): hold at
+# most this much beyond a full head before we stop reading from it.
+_PIPELINE_SLACK = 16 * 1024
+
+
+class Connection(asyncio.Protocol):
+    """One client connection: parses requests, runs the handler, one request at a time."""
+
+    def __init__(self, server: HttpServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.write_paused = False
+        self.http11 = True
+        self.peer = ""
+        self.client = ""  # the peer's address, what per-client limits count
+        self._buf = bytearray()  # received bytes no request has taken yet
+        self._scanned = 0  # _buf[:_scanned] was searched for the end of the head already
+        self._head: HeadParser | None = None
+        self._request: Request | None = None  # its head is parsed, its body is arriving
+        self._keep_alive = True
+        self._body: list[bytes] = []
+        self._need = 0  # body bytes still to come
+        self._reserved = 0  # bytes of the server's body budget this connection holds
+        self._request_started_ns = 0
+        self._task: asyncio.Task[None] | None = None
+        self._response: Response | None = None
+        self._deadline: float | None = None
+        self._on_deadline: Callable[[], None] | None = None
+        self._write_deadline: float | None = None
+        self._reading_paused = False
+        self._held = False  # an answer ended while write-paused: the next waits for a resume
+        self._refused = False
+
+    @property
+    def busy(self) -> bool:
+        return self._task is not None
+
+    # -- asyncio callbacks -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.client = str(peer[0]) if isinstance(peer, tuple) else self.peer
+        refusal = self.server._opened(self)
+        if refusal is not None:
+            self.server._lingering.add(self)
+            self._refuse_with(refusal)
+            return
+        # A fresh connection waits no longer than an idle keep-alive one: holding sockets open
+        # without sending anything is the cheapest attack there is.
+        server = self.server
+        self._arm(min(server.first_request_timeout_s, server.idle_timeout_s), self._idle_expired)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # we answered and are closing: whatever else arrives is not read
+        if self._request is not None:
+            self._take_body(data)
+            return
+        if not self._buf and self._task is None and not self._held:
+            self._request_started_ns = _clock()
+            self._arm(self.server.read_timeout_s, self._read_expired)
+        self._buf += data
+        if self._task is not None or self._held:
+            if len(self._buf) > self.server.max_header_bytes + _PIPELINE_SLACK:
+                self._pause_reading()
+            return
+        self._parse()
+
+    def eof_received(self) -> bool | None:
+        # The client closed its side. Clients of LLM APIs do not half-close to wait for an
+        # answer; they close because they left. Treat it as a disconnect (as nginx does with
+        # its 499), so the running request is cancelled upstream.
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._disarm()
+        self._write_deadline = None
+        self._release_budget()
+        self._body = []
+        self.server._closed(self)
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()  # the client is gone: the handler stops its upstream request
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self._write_deadline = self.server.now() + self.server.write_timeout_s
+        response = self._response
+        if response is not None and response.on_pause is not None:
+            response.on_pause(True)
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._write_deadline = None
+        response = self._response
+        if response is not None and response.on_pause is not None:
+            response.on_pause(False)
+        if self._held and not self.closed:
+            self._next_request()
+
+    # -- parsing -------------------------------------------------------------------------
+
+    def _parse(self) -> None:
+        """Look for a whole head in ``_buf``; feed llhttp only bytes it has not seen."""
+        buf = self._buf
+        limit = self.server.max_header_bytes
+        if self._head is None:
+            self._head = HeadParser()
+        end = buf.find(b"\r\n\r\n", max(0, self._scanned - 3))
+        stop = end + 4 if end >= 0 else len(buf)
+        if stop > limit:
+            self._refuse(431, f"request head larger than {limit} bytes", "header_too_large")
+            return
+        try:
+            # Fed as it arrives, so a malformed head (bare LF line ends...) is refused at once.
+            self._head.feed(bytes(buf[self._scanned : stop]))
+            self._scanned = stop
+            if end < 0:
+                return
+            method, target, version, headers = self._head.finish()
+        except BadHead as exc:
+            self._refuse(400, f"malformed HTTP request: {exc}", "bad_http")
+            return
+        del buf[:stop]
+        self._scanned = 0
+        self._head = None
+        self._start_request(method, target, version, headers)
+
+    def _start_request(
+        self, method: str, target: str, version: str, headers: dict[str, str]
+    ) -> None:
+        self.http11 = version == "HTTP/1.1"
+        if "transfer-encoding" in headers:
+            self._refuse(
+                411,
+                "chunked request bodies are not accepted; send Content-Length",
+                "length_required",
+            )
+            return
+        length = int(headers.get("content-length", "0"))
+        server = self.server
+        if length > server.max_body_bytes:
+            self._refuse(
+                413,
+                f"request body of {length} bytes is over the gateway's limit of "
+                f"{server.max_body_bytes} bytes",
+                "body_too_large",
+            )
+            return
+        conn_tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+        keep = ("close" not in conn_tokens) if self.http11 else ("keep-alive" in conn_tokens)
+        path, _, query = target.partition("?")
+        request = Request(
+            method, path, query, version, headers, b"", self._request_started_ns, self.peer
+        )
+        if server.precheck is not None:
+            try:
+                server.precheck(request)  # the key, the route: before reading any body
+            except GatewayError as exc:
+                if length:
+                    self._refuse_with(exc)  # its body is not read: the connection ends
+                else:
+                    self._dispatch(request, keep, exc)
+                return
+        if length == 0:
+            self._dispatch(request, keep)
+            return
+        if not server._reserve(length):
+            self._refuse_with(
+                GatewayError(
+                    503,
+                    "the gateway is receiving too many request bodies at once; retry shortly",
+                    type="server_error",
+                    code="server_busy",
+                    headers=(("Retry-After", "1"),),
+                )
+            )
+            return
+        self._reserved = length
+        self._request, self._keep_alive, self._need, self._body = request, keep, length, []
+        rest = bytes(self._buf)
+        self._buf.clear()
+        if rest:
+            self._take_body(rest)
+        elif headers.get("expect", "").lower() == "100-continue":
+            assert self.transport is not None
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def _take_body(self, data: bytes) -> None:
+        need = self._need
+        if len(data) < need:
+            self._body.append(data)
+            self._need = need - len(data)
+            return
+        self._body.append(data[:need] if len(data) > need else data)
+        if len(data) > need:
+            self._buf += data[need:]  # the next request, pipelined
+        request, self._request = self._request, None
+        assert request is not None
+        request.body = b"".join(self._body)
+        self._body, self._need = [], 0
+        self._dispatch(request, self._keep_alive)
+
+    def _dispatch(
+        self, request: Request, keep_alive: bool, error: GatewayError | None = None
+    ) -> None:
+        self._disarm()
+        response = Response(self, keep_alive)
+        self._response = response
+        self._task = asyncio.get_running_loop().create_task(self._run(request, response, error))
+        if len(self._buf) > self.server.max_header_bytes + _PIPELINE_SLACK:
+            self._pause_reading()
+
+    async def _run(self, request: Request, response: Response, error: GatewayError | None) -> None:
+        try:
+            if error is None:
+                await self.server.handler(request, response)
+            else:  # refused from its head: answered like any other, in order, on a task
+                received = request.received_ns
+                response.server_timing = lambda: f"gateway;dur={(_clock() - received) / 1e6:.3f}"
+                response.send_error(error)
+        except asyncio.CancelledError:
+            if not self.closed:
+                raise
+            return  # the client went away; the handler cleaned up after itself
+        except Exception:
+            log.exception("unhandled error for %s %s", request.method, request.path)
+            if not response.started and not self.closed:
+                response.send_error(
+                    GatewayError(
+                        500, "internal gateway error", type="server_error", code="internal_error"
+                    )
+                )
+            else:
+                response.abort()
+        finally:
+            self._task = None
+            self._response = None
+            self._release_budget()
+        if not response.finished:
+            response.abort()  # a handler that forgot to end: never leave a client hanging
+            return
+        if self.closed or not response.keep_alive:
+            return
+        if self.write_paused:
+            # The client is not reading its answers: parse nothing more until it does, or
+            # one connection could make us answer (and buffer) every request it pipelined.
+            self._held = True
+            return
+        self._next_request()
+
+    def _next_request(self) -> None:
+        self._held = False
+        self._resume_reading()
+        if self._buf:
+            self._request_started_ns = _clock()
+            self._arm(self.server.read_timeout_s, self._read_expired)
+            self._parse()
+        else:
+            self._arm(self.server.idle_timeout_s, self._idle_expired)
+
+    def _release_budget(self) -> None:
+        if self._reserved:
+            self.server._release(self._reserved)
+            self._reserved = 0
+
+    def _refuse(self, status: int, message: str, code: str) -> None:
+        self._refuse_with(GatewayError(status, message, code=code))
+
+    def _refuse_with(self, error: GatewayError) -> None:
+        """Answer a request we will not read (bad head, too big, refused) and close."""
+        self._disarm()
+        self._refused = True
+        self._release_budget()
+        body = error.body()
+        extra = error.headers
+        if self._request_started_ns:
+            spent_ms = (_clock() - self._request_started_ns) / 1e6
+            extra = (*extra, ("Server-Timing", f"gateway;dur={spent_ms:.3f}"))
+        if self.transport is not None and not self.closed:
+            head = plain_head(error.status, len(body), close=True, extra=extra)
+            self.transport.write(head + body)
+        self._buf.clear()
+        self._body = []
+        self._request = None
+        self._linger()
+
+    def _linger(self) -> None:
+        """Close after an error answer without losing it: closing a socket with unread request
+        bytes sends a reset, which can destroy the answer in flight. So: send our FIN, read and
+        drop what the client still sends, and close when it closes (or after a short grace)."""
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        if self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+        if transport.can_write_eof():
+            transport.write_eof()
+        self._arm(2.0, self.abort)
+
+    # -- timers and closing -------------------------------------------------------------
+
+    def _arm(self, delay_s: float, callback: Callable[[], None]) -> None:
+        # A deadline the server's sweeper checks, not a timer per request: arming and
+        # disarming twice per request would cost more than the request's own parsing.
+        self._deadline = self.server.now() + delay_s
+        self._on_deadline = callback
+
+    def _disarm(self) -> None:
+        self._deadline = None
+        self._on_deadline = None
+
+    def sweep(self, now: float) -> None:
+        if self._write_deadline is not None and now >= self._write_deadline:
+            log.info("dropping %s: it read nothing for %ss", self.peer, self.server.write_timeout_s)
+            self.abort()
+            return
+        if self._deadline is not None and now >= self._deadline:
+            callback = self._on_deadline
+            self._deadline = self._on_deadline = None
+            if callback is not None:
+                callback()
+
+    def _idle_expired(self) -> None:
+        if self._task is None and not self._buf and self._request is None:
+            self.close_after_write()
+
+    def _read_expired(self) -> None:
+        if self._task is None:
+            self._refuse(
+                408,
+                f"the request did not arrive within {self.server.read_timeout_s} s",
+                "request_timeout",
+            )
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused and self.transport is not None and not self.closed:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    def close_after_write(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()  # flushes what is buffered, then closes
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()

@@ -1,0 +1,87 @@
+"""Request bodies a client controls: every bad shape is a GatewayError 400, never a crash."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import pytest
+
+from ttft.gateway.errors import GatewayError
+from ttft.gateway.http_limits import AcceptErrorLog, clamp_connections
+from ttft.gateway.validate import check_common, check_prompt, parse_body
+from ttft.prompts.dynamic_content import find_dynamic
+
+
+def refused(fn: Any, *args: Any) -> GatewayError:
+    with pytest.raises(GatewayError) as info:
+        fn(*args)
+    assert info.value.status == 400
+    return info.value
+
+
+def test_deep_nesting_is_a_400() -> None:
+    refused(parse_body, b"[" * 200_000 + b"]" * 200_000)
+    refused(parse_body, b'{"a": ' + b"[" * 300 + b"]" * 300 + b"}")  # over the depth limit
+
+
+def test_lone_surrogates_and_non_finite_numbers_are_400() -> None:
+    refused(parse_body, b'{"messages": "\\udc00"}')
+    refused(parse_body, b'{"t": NaN}')
+    refused(parse_body, b'{"t": -Infinity}')
+    refused(parse_body, b'{"t": 1e400}')
+    assert parse_body(b'{"t": "\\ud83d\\ude00"}') == {"t": "\U0001f600"}  # a pair is fine
+
+
+def test_huge_integers_are_400() -> None:
+    refused(check_prompt, {"prompt": [1, 2**70]})
+    refused(check_prompt, {"prompt": [-1]})
+    refused(check_common, {"seed": 2**70})
+    refused(check_common, {"top_k": 2**40})
+    refused(check_common, {"max_tokens": 10**7}, 0, 10**6, 16)
+    refused(check_common, {"n": 17}, 0, 10**6, 16)
+    assert check_common({"max_tokens": 10**6, "n": 16}, 0, 10**6, 16) == (False, 0)
+
+
+def test_priority_below_zero_needs_a_boost() -> None:
+    refused(check_common, {"priority": -1})
+    assert check_common({"priority": -5}, 5) == (False, -5)
+    assert check_common({"priority": 7}) == (False, 7)
+
+
+def test_the_hygiene_counter_detector_is_linear() -> None:
+    for sep in (" ", "\n", "\t"):
+        started = time.perf_counter()
+        find_dynamic("request" + sep * 5000 + "x")
+        assert time.perf_counter() - started < 0.5
+    assert find_dynamic("Request #42 of the day")  # still finds counters
+    assert find_dynamic("message no. 7")
+
+
+def test_accept_errors_are_logged_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    now = [100.0]
+    handler = AcceptErrorLog(None, interval_s=10.0, clock=lambda: now[0])
+    loop = asyncio.new_event_loop()
+    try:
+        context = {
+            "message": "socket.accept() out of system resource",
+            "exception": OSError(24, "Too many open files"),
+        }
+        with caplog.at_level(logging.ERROR, logger="ttft.gateway"):
+            for _ in range(5000):
+                handler(loop, context)
+            now[0] += 11
+            handler(loop, context)
+    finally:
+        loop.close()
+    lines = [r for r in caplog.records if "cannot accept" in r.getMessage()]
+    assert len(lines) == 2
+    assert "4999 more" in lines[1].getMessage()
+
+
+def test_max_connections_fits_the_file_limit() -> None:
+    assert clamp_connections(4096, 1024) == 480
+    assert clamp_connections(100, 1024) == 100
+    assert clamp_connections(4096, None) == 4096
