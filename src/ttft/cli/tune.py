@@ -147,6 +147,14 @@ def tune() -> None:
     help="With --load rate: each rate level sends max(--requests, rate x this) requests.",
 )
 @click.option(
+    "--max-client-lag-ms",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="With --load rate: a level whose median scheduled -> sent lag is above this was not "
+    "sent at its rate; the search counts it as not held and stops doubling.",
+)
+@click.option(
     "--burstiness",
     type=float,
     default=1.0,

@@ -145,8 +145,8 @@ def search_settings(opts: dict[str, Any]) -> SearchSettings:
         )
     if not 0 < opts["rate_tolerance"] < 1:
         raise TtftError(f"--rate-tolerance must be between 0 and 1, not {opts['rate_tolerance']}")
-    if opts["level_seconds"] <= 0 or opts["burstiness"] <= 0:
-        raise TtftError("--level-seconds and --burstiness must be above 0")
+    if opts["level_seconds"] <= 0 or opts["burstiness"] <= 0 or opts["max_client_lag_ms"] <= 0:
+        raise TtftError("--level-seconds, --burstiness and --max-client-lag-ms must be above 0")
     return SearchSettings(
         load="rate",
         start_rate=start,
@@ -154,6 +154,7 @@ def search_settings(opts: dict[str, Any]) -> SearchSettings:
         tolerance=opts["rate_tolerance"],
         level_s=opts["level_seconds"],
         burstiness=opts["burstiness"],
+        max_lag_ms=opts["max_client_lag_ms"],
     )
 
 

@@ -39,7 +39,7 @@ class SearchSettings:
     tolerance: float = 0.1  # bisection stops when the bad rate is within this of the good one
     level_s: float = 10.0
     burstiness: float = 1.0  # gamma shape of the gaps; 1 is Poisson
-    max_lag_ms: float = 10.0  # the client fell behind when p99 scheduled -> sent is above
+    max_lag_ms: float = 10.0  # the client fell behind: median scheduled -> sent above this
 
     def describe(self) -> list[float]:
         """The settings that change a trial's result (in trial ids and the experiment spec)."""

@@ -27,8 +27,9 @@ class LevelResult:
 
     Closed loop: ``concurrency`` is the requests kept in flight and ``rate`` is None. Open loop:
     ``rate`` is the arrival rate asked for (requests/s), ``concurrency`` the most requests that
-    were in flight at once, and ``client_lag_p99_ms`` how late the client sent them against its
-    schedule (p99 of scheduled -> sent). Fields added later default, so old trial.json files read.
+    were in flight at once, and ``client_lag_p50_ms`` / ``client_lag_p99_ms`` how late the client
+    sent them against its schedule (scheduled -> sent). Fields added later default, so old
+    trial.json files read.
     """
 
     concurrency: int
@@ -47,6 +48,7 @@ class LevelResult:
     ttft_ms: tuple[float, ...] = ()
     warmup_s: float | None = None  # the warm-up round before the measured requests (overhead)
     rate: float | None = None  # open loop: requests/s asked for
+    client_lag_p50_ms: float | None = None  # open loop: median of scheduled -> sent
     client_lag_p99_ms: float | None = None  # open loop: p99 of scheduled -> sent
 
     @property
@@ -100,10 +102,12 @@ def level_from_records(
     With ``rate`` (an open-loop cell) the level also carries the client's lag behind its
     schedule."""
     cell = summarize(records, duration_ns=duration_ns, slos=slos)
-    lag_ms: float | None = None
+    lag_p50: float | None = None
+    lag_p99: float | None = None
     if rate is not None:
         wait = cell.metrics.get("client_wait")
-        lag_ms = 0.0 if wait is None else wait.stats.p99 / NS_PER_MS
+        lag_p50 = 0.0 if wait is None else wait.stats.p50 / NS_PER_MS
+        lag_p99 = 0.0 if wait is None else wait.stats.p99 / NS_PER_MS
     ttft = cell.metrics.get("ttft")
     stats = ttft.stats if ttft is not None else None
     if cell.goodput is not None:
@@ -132,7 +136,8 @@ def level_from_records(
             for value in _ttft_values(r)
         ),
         rate=rate,
-        client_lag_p99_ms=lag_ms,
+        client_lag_p50_ms=lag_p50,
+        client_lag_p99_ms=lag_p99,
     )
 
 

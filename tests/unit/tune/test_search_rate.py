@@ -15,7 +15,7 @@ from ttft.tune.trial import LevelResult
 def level(rate: float, goodput: float, passed: bool, lag_ms: float = 0.5) -> LevelResult:
     return LevelResult(
         1, 10, 10, 100.0, 200.0, 300.0, None, None, goodput, 1.0, passed,
-        rate=rate, client_lag_p99_ms=lag_ms,
+        rate=rate, client_lag_p50_ms=lag_ms, client_lag_p99_ms=2 * lag_ms,
     )  # fmt: skip
 
 
@@ -28,7 +28,7 @@ def model(
 
     def measure(rate: float) -> LevelResult:
         seen.append(rate)
-        lag = 50.0 if rate > lag_above else 0.5
+        lag = 30.0 if rate > lag_above else 0.5
         return level(rate, min(rate, capacity), rate <= limit, lag)
 
     return seen, measure
@@ -104,3 +104,17 @@ def test_rates_out_of_order_are_refused() -> None:
         search_rate(measure, start=0, max_rate=2)
     with pytest.raises(TtftError):
         search_rate(measure, tolerance=0)
+
+
+def test_a_late_send_or_two_is_not_a_client_behind() -> None:
+    """The p99 lag of a level can be one hiccup; the search judges the median."""
+    seen: list[float] = []
+
+    def measure(rate: float) -> LevelResult:
+        seen.append(rate)
+        lv = level(rate, rate, rate <= 3, lag_ms=1.0)
+        return LevelResult(**{**lv.to_dict(), "client_lag_p99_ms": 90.0})
+
+    outcome = search_rate(measure, start=1, max_rate=4, tolerance=0.5)
+    assert seen == [1, 2, 4, 3] and not outcome.saturated
+    assert outcome.best is not None and outcome.best.rate == 3

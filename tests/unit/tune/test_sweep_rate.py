@@ -48,7 +48,7 @@ def test_each_configuration_gets_the_highest_rate_it_holds(tmp_path: Path) -> No
     assert [lv.rate for lv in four.levels] == [0.5, 1, 2, 4, 8, 16]
     assert four.best.rate == 16 and four.best.load_label() == "16.0/s"
     assert chosen([one, four]) is four
-    assert all(lv.client_lag_p99_ms == 0 for lv in one.levels)
+    assert all(lv.client_lag_p50_ms == lv.client_lag_p99_ms == 0 for lv in one.levels)
     assert all(lv.n == rate_requests(lv.rate or 0, requests=8, seconds=10) for lv in one.levels)
 
 
@@ -110,7 +110,8 @@ def test_closed_loop_tables_name_the_concurrency() -> None:
 def test_an_old_trial_json_without_rates_still_reads(tmp_path: Path) -> None:
     level = LevelResult(4, 8, 8, 100.0, 200.0, 300.0, (90.0, 110.0), None, 3.5, 1.0, True)
     old = level.to_dict()
-    del old["rate"], old["client_lag_p99_ms"]  # as written before open-loop levels
+    for key in ("rate", "client_lag_p50_ms", "client_lag_p99_ms"):
+        del old[key]  # as written before open-loop levels
     back = LevelResult.from_dict(json.loads(json.dumps(old)))
     assert back == level and back.rate is None and back.load_label() == "c=4"
     rated = LevelResult(3, 20, 20, 1.0, 2.0, 3.0, None, None, 2.0, 1.0, True, rate=2.0)
@@ -121,12 +122,16 @@ def test_rate_options_are_checked_before_anything_runs() -> None:
     base = {
         "load_mode": "rate", "start_load": 1, "max_load": 16, "start_rate": 0.5,
         "max_rate": 16.0, "rate_tolerance": 0.1, "level_seconds": 10.0, "burstiness": 1.0,
+        "max_client_lag_ms": 10.0,
     }  # fmt: skip
     settings = search_settings(base)
     assert settings.load == "rate" and settings.tolerance == 0.1 and settings.level_s == 10
     assert search_settings({**base, "load_mode": "concurrency"}) == SearchSettings()
-    for bad in ({"start_rate": 8.0, "max_rate": 4.0}, {"start_rate": 0.0},
-                {"rate_tolerance": 1.5}, {"level_seconds": 0.0}):  # fmt: skip
+    bad_options = [
+        {"start_rate": 8.0, "max_rate": 4.0}, {"start_rate": 0.0}, {"rate_tolerance": 1.5},
+        {"level_seconds": 0.0}, {"max_client_lag_ms": -1.0},
+    ]  # fmt: skip
+    for bad in bad_options:
         with pytest.raises(TtftError):
             search_settings({**base, **bad})
 
@@ -135,5 +140,5 @@ def test_the_sweep_command_takes_the_rate_options() -> None:
     result = CliRunner().invoke(cli, ["tune", "sweep", "--help"])
     assert result.exit_code == 0
     for option in ("--load", "--start-rate", "--max-rate", "--rate-tolerance",
-                   "--level-seconds", "--burstiness"):  # fmt: skip
+                   "--level-seconds", "--burstiness", "--max-client-lag-ms"):  # fmt: skip
         assert option in result.output
