@@ -150,26 +150,37 @@ def _goodput(result: TrialResult) -> float:
     return 0.0 if result.best is None else result.best.goodput_per_s
 
 
-def rank(results: Sequence[TrialResult]) -> list[TrialResult]:
-    """Most goodput at the best load first, then lower TTFT p99; trials that never held the
-    SLOs next, failed trials last."""
+def _served(result: TrialResult) -> float:
+    """What a configuration is ranked on: the open-loop rate it held (requests/s offered), or
+    the goodput at its best closed-loop load. An open-loop level's goodput is its good requests
+    over the level's span, tail included, so over a short level it understates the rate held."""
+    best = result.best
+    if best is None:
+        return 0.0
+    return best.rate if best.rate is not None else best.goodput_per_s
 
-    def key(r: TrialResult) -> tuple[int, float, float]:
+
+def rank(results: Sequence[TrialResult]) -> list[TrialResult]:
+    """Most goodput at the best load first (open loop: the highest rate held, then goodput),
+    then lower TTFT p99; trials that never held the SLOs next, failed trials last."""
+
+    def key(r: TrialResult) -> tuple[int, float, float, float]:
         tier = 0 if r.best is not None else (1 if r.status == OK else 2)
-        return tier, -_goodput(r), _p99(r)
+        return tier, -_served(r), -_goodput(r), _p99(r)
 
     return sorted(results, key=key)
 
 
 def pareto_ids(results: Sequence[TrialResult]) -> set[str]:
-    """Trials no other beats on both TTFT p99 (lower) and goodput (higher) at their best load."""
+    """Trials no other beats on both TTFT p99 (lower) and goodput (higher; open loop: the rate
+    held) at their best load."""
     held = [r for r in results if r.best is not None]
     front: set[str] = set()
     for r in held:
         dominated = any(
             _p99(o) <= _p99(r)
-            and _goodput(o) >= _goodput(r)
-            and (_p99(o) < _p99(r) or _goodput(o) > _goodput(r))
+            and _served(o) >= _served(r)
+            and (_p99(o) < _p99(r) or _served(o) > _served(r))
             for o in held
         )
         if not dominated:

@@ -17,7 +17,7 @@ from ttft.core.slo import parse_slos
 from ttft.tune.experiment import ExperimentDir
 from ttft.tune.runner import rate_requests
 from ttft.tune.space import Config, config_id, configurations, parse_space
-from ttft.tune.sweep import SearchSettings, chosen, run_sweep, trial_key
+from ttft.tune.sweep import SearchSettings, chosen, rank, run_sweep, trial_key
 from ttft.tune.tables import SWEEP_COLUMNS, sweep_json, sweep_rows, to_csv, to_markdown
 from ttft.tune.trial import LevelResult, TrialResult, rate_label
 from ttft.tune.workload import TuneWorkload
@@ -142,3 +142,14 @@ def test_the_sweep_command_takes_the_rate_options() -> None:
     for option in ("--load", "--start-rate", "--max-rate", "--rate-tolerance",
                    "--level-seconds", "--burstiness", "--max-client-lag-ms"):  # fmt: skip
         assert option in result.output
+
+
+def test_open_loop_trials_rank_by_the_rate_they_held_then_goodput() -> None:
+    def trial(name: str, rate: float, goodput: float) -> TrialResult:
+        lv = LevelResult(2, 8, 8, 100.0, 200.0, 300.0, None, None, goodput, 1.0, True, rate=rate)
+        return TrialResult(name, {"-np": name}, "ok", levels=[lv], best=lv)
+
+    # A short level's goodput counts the tail: 2.0/s held can show less goodput than 1.75/s.
+    low, high, tie = trial("1", 1.75, 1.75), trial("4", 2.0, 1.49), trial("2", 2.0, 1.6)
+    assert [r.trial_id for r in rank([low, high, tie])] == ["2", "4", "1"]
+    assert chosen([low, high]) is high
