@@ -101,6 +101,15 @@ def tune() -> None:
     help="Prompt lengths in words (e.g. 400,1850 for ~512/2400 tokens): a second "
     "table comparing every configuration across them, unique prompts each.",
 )
+@click.option(
+    "--load",
+    "load_mode",
+    type=click.Choice(["concurrency", "rate"]),
+    default="concurrency",
+    show_default=True,
+    help="What the load search raises: closed-loop concurrency, or the open-loop arrival rate "
+    "(requests/s, sent on a schedule fixed up front).",
+)
 @click.option("--start-load", type=int, default=1, show_default=True)
 @click.option(
     "--max-load",
@@ -109,9 +118,59 @@ def tune() -> None:
     show_default=True,
     help="Highest concurrency the load search tries.",
 )
+@click.option(
+    "--start-rate",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="With --load rate: the first rate (requests/s); doubled until an SLO breaks.",
+)
+@click.option(
+    "--max-rate",
+    type=float,
+    default=16.0,
+    show_default=True,
+    help="With --load rate: the highest rate the search tries.",
+)
+@click.option(
+    "--rate-tolerance",
+    type=float,
+    default=0.1,
+    show_default=True,
+    help="With --load rate: bisection stops when the failing rate is within this fraction "
+    "of the held one.",
+)
+@click.option(
+    "--level-seconds",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="With --load rate: each rate level sends max(--requests, rate x this) requests.",
+)
+@click.option(
+    "--max-client-lag-ms",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="With --load rate: a level whose median scheduled -> sent lag is above this was not "
+    "sent at its rate; the search counts it as not held and stops doubling.",
+)
+@click.option(
+    "--burstiness",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="With --load rate: gamma shape of the arrival gaps; 1 = Poisson, <1 burstier.",
+)
 @_workload_options
 def sweep(**opts: Any) -> None:
-    """Every configuration of a parameter space: highest load within the SLOs, ranked."""
+    """Every configuration of a parameter space: highest load within the SLOs, ranked.
+
+    \b
+      ttft tune sweep --param -np=1,4 --slo 'ttft:p99<600ms'
+      ttft tune sweep --param -np=1,4 --slo 'ttft:p99<600ms' --load rate --start-rate 0.5 \\
+          --max-rate 16
+    """
     from ttft.cli.tune_run import execute_sweep
 
     execute_sweep(opts)

@@ -138,6 +138,31 @@ def write_reports(
     write_saved_page(html, exp.root / "summary.json", exp.root, Console(stderr=True))
 
 
+def search_settings(opts: dict[str, Any]) -> SearchSettings:
+    """The load search the sweep options ask for (closed loop unless --load rate)."""
+    if opts.get("load_mode", "concurrency") != "rate":
+        return SearchSettings(start=opts["start_load"], max_load=opts["max_load"])
+    start, top = opts["start_rate"], opts["max_rate"]
+    if not 0 < start <= top:
+        raise TtftError(
+            f"--start-rate {start:g} and --max-rate {top:g} need 0 < start <= max",
+            "e.g. --start-rate 0.5 --max-rate 16 (requests/s)",
+        )
+    if not 0 < opts["rate_tolerance"] < 1:
+        raise TtftError(f"--rate-tolerance must be between 0 and 1, not {opts['rate_tolerance']}")
+    if opts["level_seconds"] <= 0 or opts["burstiness"] <= 0 or opts["max_client_lag_ms"] <= 0:
+        raise TtftError("--level-seconds, --burstiness and --max-client-lag-ms must be above 0")
+    return SearchSettings(
+        load="rate",
+        start_rate=start,
+        max_rate=top,
+        tolerance=opts["rate_tolerance"],
+        level_s=opts["level_seconds"],
+        burstiness=opts["burstiness"],
+        max_lag_ms=opts["max_client_lag_ms"],
+    )
+
+
 def execute_sweep(opts: dict[str, Any]) -> None:
     console = Console(stderr=True)
     kind = opts["engine_kind"]
@@ -162,10 +187,12 @@ def execute_sweep(opts: dict[str, Any]) -> None:
         )
     slos = parse_slos(opts["slo_texts"]) if opts["slo_texts"] else ()
     workload = tune_workload(opts)
-    search = SearchSettings(start=opts["start_load"], max_load=opts["max_load"])
+    search = search_settings(opts)
     spec = {"kind": "sweep", "engine": kind, "space": {k: list(v) for k, v in space.items()},
             "slos": [s.text for s in slos], "workload": workload.describe(),
-            "search": [search.start, search.max_load, search.min_gain]}  # fmt: skip
+            "search": search.describe()}  # fmt: skip
+    if search.load != "concurrency":
+        spec["load"] = search.load  # absent: closed loop, as experiments before --load
     exp = open_experiment(opts, "sweep", spec)
     console.print(
         f"[bold]ttft tune sweep[/bold]: {len(configs)} configurations of {kind}; "
@@ -186,11 +213,12 @@ def execute_sweep(opts: dict[str, Any]) -> None:
 
         results = run_sweep(configs, trial_runner(opts), exp, workload, slos, search, on_trial)
     rows = sweep_rows(results)
-    print_table("tune sweep (best load per configuration)", SWEEP_COLUMNS, rows)
+    unit = "rate" if search.load == "rate" else "load"
+    print_table(f"tune sweep (best {unit} per configuration)", SWEEP_COLUMNS, rows)
     choice = chosen(results)
     write_reports(
         exp,
-        sweep_json(results, [s.text for s in slos], choice),
+        sweep_json(results, [s.text for s in slos], choice, search.load),
         to_markdown("tune sweep", SWEEP_COLUMNS, rows),
         to_csv(SWEEP_COLUMNS, rows),
         opts.get("html_path"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -22,12 +23,20 @@ from ttft.core.errors import TtftError
 from ttft.core.slo import Slo
 from ttft.core.target import Target
 from ttft.load.bench import run_cells
-from ttft.load.runner import CellPlan
+from ttft.load.runner import CellPlan, max_overlap
 from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
 from ttft.tune.space import Config
 from ttft.tune.trial import LevelResult, level_from_records
 from ttft.tune.workload import TuneWorkload
-from ttft.workload.arrival import ClosedLoop
+from ttft.workload.arrival import ClosedLoop, OpenLoop
+
+WARMUP_MAX_SLOTS = 16  # an open-loop level warms at most this many slots first
+
+
+def rate_requests(rate: float, *, requests: int, seconds: float) -> int:
+    """Requests in one open-loop level: at least ``requests``, and enough for about ``seconds``
+    of arrivals at ``rate``, so a queue that grows at that rate has the time to show."""
+    return max(requests, math.ceil(rate * seconds))
 
 
 class TrialSession(Protocol):
@@ -35,6 +44,10 @@ class TrialSession(Protocol):
     startup_s: float | None
 
     def measure(self, concurrency: int) -> LevelResult: ...
+
+    def measure_rate(
+        self, rate: float, *, seconds: float = 10.0, burstiness: float = 1.0
+    ) -> LevelResult: ...
 
 
 class TrialRunner(Protocol):
@@ -46,7 +59,8 @@ class TrialRunner(Protocol):
 @dataclass
 class HttpTrialSession:
     """Sends levels to a live target: a warm-up round at the level's concurrency (so every
-    slot holds the shared prefix, as it would in service), then the measured requests."""
+    slot holds the shared prefix, as it would in service), then the measured requests, closed
+    loop (``measure``) or open loop (``measure_rate``)."""
 
     target: Target
     workload: TuneWorkload
@@ -81,6 +95,44 @@ class HttpTrialSession:
         )
         cell = result.cells[-1]
         level = level_from_records(concurrency, cell.records, cell.duration_ns, self.slos)
+        return replace(level, warmup_s=result.cells[0].duration_ns / 1e9)
+
+    def measure_rate(
+        self, rate: float, *, seconds: float = 10.0, burstiness: float = 1.0
+    ) -> LevelResult:
+        """One open-loop level: ``rate_requests`` requests on a Poisson (``burstiness`` 1) or
+        gamma schedule computed before the first is sent, so a slow server cannot slow the
+        arrivals. The warm-up first fills ceil(rate) slots (at most 16) with the shared prefix,
+        closed loop."""
+        count = rate_requests(rate, requests=self.workload.requests, seconds=seconds)
+        label = f"rate={rate:g}/s"
+        slots = max(1, min(WARMUP_MAX_SLOTS, math.ceil(rate)))
+        warm = [
+            replace(item, body={**item.body, "max_tokens": 1})
+            for item in self.workload.items(slots, f"warmup/{label}")
+        ]
+        arrival = OpenLoop(
+            rate,
+            burstiness=burstiness,
+            distribution="poisson" if burstiness == 1.0 else "gamma",
+        )
+        plans = [
+            CellPlan(label, warm, ClosedLoop(slots), phase="warmup"),
+            CellPlan(label, self.workload.items(count, label), arrival),
+        ]
+        result = asyncio.run(
+            run_cells(
+                self.target,
+                plans,
+                self.sink,
+                extra_body=self.extra_body,
+                timeout_s=self.timeout_s,
+            )
+        )
+        cell = result.cells[-1]
+        level = level_from_records(
+            max_overlap(cell.records), cell.records, cell.duration_ns, self.slos, rate=rate
+        )
         return replace(level, warmup_s=result.cells[0].duration_ns / 1e9)
 
 

@@ -1,8 +1,10 @@
 """``tune sweep``: every configuration of a space gets a trial; rank by goodput under the SLOs.
 
-Each trial searches the highest load its configuration holds within the SLOs
-(``search.search_load``). The ranking puts the most goodput first; a configuration is on the
-Pareto front when no other has both a lower TTFT p99 and more goodput at its best load.
+Each trial searches the highest load its configuration holds within the SLOs: closed-loop
+concurrency (``search.search_load``) or, with ``SearchSettings(load="rate")``, the open-loop
+arrival rate (``search.search_rate``). The ranking puts the most goodput first; a configuration
+is on the Pareto front when no other has both a lower TTFT p99 and more goodput at its best
+load.
 Finished trials are read back from the experiment directory instead of being run again.
 """
 
@@ -10,15 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from ttft.core.errors import TtftError
 from ttft.core.slo import Slo
 from ttft.tune.experiment import ExperimentDir
-from ttft.tune.runner import TrialRunner
-from ttft.tune.search import search_load
+from ttft.tune.runner import TrialRunner, TrialSession
+from ttft.tune.search import SearchOutcome, search_load, search_rate
 from ttft.tune.space import Config, config_id
 from ttft.tune.trial import FAILED, OK, TrialResult
 from ttft.tune.workload import TuneWorkload
+
+LoadMode = Literal["concurrency", "rate"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,38 @@ class SearchSettings:
     start: int = 1
     max_load: int = 16
     min_gain: float = 0.05
+    load: LoadMode = "concurrency"
+    # Open loop (load="rate"): requests/s, and each level lasts about level_s seconds of
+    # arrivals (at least the workload's requests).
+    start_rate: float = 0.5
+    max_rate: float = 16.0
+    tolerance: float = 0.1  # bisection stops when the bad rate is within this of the good one
+    level_s: float = 10.0
+    burstiness: float = 1.0  # gamma shape of the gaps; 1 is Poisson
+    max_lag_ms: float = 10.0  # the client fell behind: median scheduled -> sent above this
+
+    def describe(self) -> list[float]:
+        """The settings that change a trial's result (in trial ids and the experiment spec)."""
+        if self.load == "rate":
+            return [self.start_rate, self.max_rate, self.tolerance, self.min_gain,
+                    self.level_s, self.burstiness, self.max_lag_ms]  # fmt: skip
+        return [self.start, self.max_load, self.min_gain]
+
+    def run(self, session: TrialSession) -> SearchOutcome:
+        if self.load == "rate":
+            return search_rate(
+                lambda rate: session.measure_rate(
+                    rate, seconds=self.level_s, burstiness=self.burstiness
+                ),
+                start=self.start_rate,
+                max_rate=self.max_rate,
+                tolerance=self.tolerance,
+                min_gain=self.min_gain,
+                max_lag_ms=self.max_lag_ms,
+            )
+        return search_load(
+            session.measure, start=self.start, max_load=self.max_load, min_gain=self.min_gain
+        )
 
 
 # (index, total, config, result or None while it starts, resumed from disk?)
@@ -35,12 +72,16 @@ OnTrial = Callable[[int, int, Config, TrialResult | None, bool], None]
 def trial_key(
     workload: TuneWorkload, slos: Sequence[Slo], search: SearchSettings
 ) -> dict[str, object]:
-    """Everything besides the configuration that changes a trial's result."""
-    return {
+    """Everything besides the configuration that changes a trial's result. The load mode is
+    named only for rate searches, so closed-loop trial ids stay what they were."""
+    key: dict[str, object] = {
         "workload": workload.describe(),
         "slos": [s.text for s in slos],
-        "search": [search.start, search.max_load, search.min_gain],
+        "search": search.describe(),
     }
+    if search.load != "concurrency":
+        key["load"] = search.load
+    return key
 
 
 def run_trial(
@@ -60,12 +101,7 @@ def run_trial(
         with runner.open(config, workload, records, slos) as session:
             result.launch_command = list(session.launch_command)
             result.startup_s = session.startup_s
-            outcome = search_load(
-                session.measure,
-                start=search.start,
-                max_load=search.max_load,
-                min_gain=search.min_gain,
-            )
+            outcome = search.run(session)
     except TtftError as exc:
         result.status, result.reason = FAILED, str(exc)
         return result
@@ -114,26 +150,37 @@ def _goodput(result: TrialResult) -> float:
     return 0.0 if result.best is None else result.best.goodput_per_s
 
 
-def rank(results: Sequence[TrialResult]) -> list[TrialResult]:
-    """Most goodput at the best load first, then lower TTFT p99; trials that never held the
-    SLOs next, failed trials last."""
+def _served(result: TrialResult) -> float:
+    """What a configuration is ranked on: the open-loop rate it held (requests/s offered), or
+    the goodput at its best closed-loop load. An open-loop level's goodput is its good requests
+    over the level's span, tail included, so over a short level it understates the rate held."""
+    best = result.best
+    if best is None:
+        return 0.0
+    return best.rate if best.rate is not None else best.goodput_per_s
 
-    def key(r: TrialResult) -> tuple[int, float, float]:
+
+def rank(results: Sequence[TrialResult]) -> list[TrialResult]:
+    """Most goodput at the best load first (open loop: the highest rate held, then goodput),
+    then lower TTFT p99; trials that never held the SLOs next, failed trials last."""
+
+    def key(r: TrialResult) -> tuple[int, float, float, float]:
         tier = 0 if r.best is not None else (1 if r.status == OK else 2)
-        return tier, -_goodput(r), _p99(r)
+        return tier, -_served(r), -_goodput(r), _p99(r)
 
     return sorted(results, key=key)
 
 
 def pareto_ids(results: Sequence[TrialResult]) -> set[str]:
-    """Trials no other beats on both TTFT p99 (lower) and goodput (higher) at their best load."""
+    """Trials no other beats on both TTFT p99 (lower) and goodput (higher; open loop: the rate
+    held) at their best load."""
     held = [r for r in results if r.best is not None]
     front: set[str] = set()
     for r in held:
         dominated = any(
             _p99(o) <= _p99(r)
-            and _goodput(o) >= _goodput(r)
-            and (_p99(o) < _p99(r) or _goodput(o) > _goodput(r))
+            and _served(o) >= _served(r)
+            and (_p99(o) < _p99(r) or _served(o) > _served(r))
             for o in held
         )
         if not dominated:

@@ -63,7 +63,7 @@ def sweep_rows(results: Sequence[TrialResult]) -> list[dict[str, str]]:
                 "rank": str(n),
                 "config": config_label(r.config),
                 "status": r.status,
-                "best_load": "" if best is None else str(best.concurrency),
+                "best_load": "" if best is None else best.load_label(),  # c=4 or 2.0/s
                 "goodput_per_s": "" if best is None else _num(best.goodput_per_s, 2),
                 "ttft_p50_ms": "" if best is None else _num(best.ttft_p50_ms),
                 "ttft_p99_ms": "" if best is None else _num(best.ttft_p99_ms),
@@ -139,10 +139,14 @@ def to_csv(columns: Sequence[str], rows: Sequence[dict[str, str]]) -> str:
 
 
 def sweep_json(
-    results: Sequence[TrialResult], slos: Sequence[str], choice: TrialResult | None
+    results: Sequence[TrialResult],
+    slos: Sequence[str],
+    choice: TrialResult | None,
+    load: str = "concurrency",
 ) -> dict[str, Any]:
     return {
         "schema": SWEEP_SCHEMA,
+        "load": load,  # concurrency (closed loop) or rate (open loop, requests/s)
         "slos": list(slos),
         "table": sweep_rows(results),
         "chosen": None if choice is None else choice.to_dict(),

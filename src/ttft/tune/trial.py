@@ -1,7 +1,8 @@
 """What one trial measured: a configuration, each load level tried on it, and its outcome.
 
-A ``LevelResult`` is one bench cell at one load (concurrency) reduced to what tuning compares;
-the full per-request records stay in the trial's ``records.jsonl``.
+A ``LevelResult`` is one bench cell at one load reduced to what tuning compares: closed-loop
+concurrency, or an open-loop arrival rate (``rate`` set); the full per-request records stay in the
+trial's ``records.jsonl``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ OK, FAILED = "ok", "failed"
 
 @dataclass(frozen=True)
 class LevelResult:
-    """One load level on one configuration."""
+    """One load level on one configuration.
+
+    Closed loop: ``concurrency`` is the requests kept in flight and ``rate`` is None. Open loop:
+    ``rate`` is the arrival rate asked for (requests/s), ``concurrency`` the most requests that
+    were in flight at once, and ``client_lag_p50_ms`` / ``client_lag_p99_ms`` how late the client
+    sent them against its schedule (scheduled -> sent). Fields added later default, so old
+    trial.json files read.
+    """
 
     concurrency: int
     n: int
@@ -39,6 +47,18 @@ class LevelResult:
     # Every successful request's TTFT, so A/B steps can pool repeats and resume from disk.
     ttft_ms: tuple[float, ...] = ()
     warmup_s: float | None = None  # the warm-up round before the measured requests (overhead)
+    rate: float | None = None  # open loop: requests/s asked for
+    client_lag_p50_ms: float | None = None  # open loop: median of scheduled -> sent
+    client_lag_p99_ms: float | None = None  # open loop: p99 of scheduled -> sent
+
+    @property
+    def load(self) -> float:
+        """The load this level was measured at: its rate (open loop) or its concurrency."""
+        return float(self.concurrency) if self.rate is None else self.rate
+
+    def load_label(self) -> str:
+        """``c=4`` (closed loop) or ``2.0/s`` (open loop)."""
+        return f"c={self.concurrency}" if self.rate is None else rate_label(self.rate)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,6 +72,14 @@ class LevelResult:
         return cls(**payload)
 
 
+def rate_label(rate: float) -> str:
+    """``2.0/s``, ``0.75/s``, ``12.0/s``: two decimals at most, one at least."""
+    text = f"{rate:.2f}"
+    if text.endswith("0"):
+        text = text[:-1]
+    return f"{text}/s"
+
+
 def _ttft_values(record: RequestRecord) -> list[float]:
     metric = get_metric("ttft")
     assert metric is not None, "ttft is a core metric"
@@ -63,10 +91,23 @@ def _ci_ms(interval: Interval) -> tuple[float, float]:
 
 
 def level_from_records(
-    concurrency: int, records: Sequence[RequestRecord], duration_ns: int, slos: Sequence[Slo]
+    concurrency: int,
+    records: Sequence[RequestRecord],
+    duration_ns: int,
+    slos: Sequence[Slo],
+    *,
+    rate: float | None = None,
 ) -> LevelResult:
-    """Reduce one cell's records (failed ones included: they are never good) to a level."""
+    """Reduce one cell's records (failed ones included: they are never good) to a level.
+    With ``rate`` (an open-loop cell) the level also carries the client's lag behind its
+    schedule."""
     cell = summarize(records, duration_ns=duration_ns, slos=slos)
+    lag_p50: float | None = None
+    lag_p99: float | None = None
+    if rate is not None:
+        wait = cell.metrics.get("client_wait")
+        lag_p50 = 0.0 if wait is None else wait.stats.p50 / NS_PER_MS
+        lag_p99 = 0.0 if wait is None else wait.stats.p99 / NS_PER_MS
     ttft = cell.metrics.get("ttft")
     stats = ttft.stats if ttft is not None else None
     if cell.goodput is not None:
@@ -94,6 +135,9 @@ def level_from_records(
             if r.ok and r.phase not in (WARMUP, COLD)
             for value in _ttft_values(r)
         ),
+        rate=rate,
+        client_lag_p50_ms=lag_p50,
+        client_lag_p99_ms=lag_p99,
     )
 
 

@@ -20,6 +20,7 @@ from ttft.core.slo import Slo
 from ttft.tune.space import Config
 from ttft.tune.trial import LevelResult, level_from_records
 from ttft.tune.workload import TuneWorkload
+from ttft.workload.arrival import OpenLoop
 
 MS = 1_000_000
 
@@ -33,6 +34,7 @@ class FakeSession:
     launch_command: list[str] = field(default_factory=list)
     startup_s: float | None = 0.5
     measured: list[int] = field(default_factory=list)
+    measured_rates: list[float] = field(default_factory=list)
 
     def measure(self, concurrency: int) -> LevelResult:
         self.measured.append(concurrency)
@@ -48,6 +50,33 @@ class FakeSession:
         # Slots finish min(c, slots) requests per service time.
         duration = int(n / min(concurrency, slots) * self.service_ms * MS)
         return level_from_records(concurrency, records, duration, self.slos)
+
+    def measure_rate(
+        self, rate: float, *, seconds: float = 10.0, burstiness: float = 1.0
+    ) -> LevelResult:
+        """Open loop on a constant schedule: each arrival takes the first free slot (FIFO)."""
+        self.measured_rates.append(rate)
+        slots = int(self.config.get("-np", "1"))
+        n = max(self.workload.requests, math.ceil(rate * seconds))
+        service = int(self.service_ms * MS)
+        free = [0] * slots
+        records = []
+        for i, due in enumerate(OpenLoop(rate, distribution="constant").schedule_ns(n)):
+            slot = min(range(slots), key=lambda s: free[s])
+            start = max(due, free[slot])
+            free[slot] = start + service
+            records.append(
+                RequestRecord(
+                    index=i,
+                    cell="r",
+                    scheduled_ns=due,
+                    sent_ns=due,
+                    first_content_ns=start + service,
+                    done_ns=start + service,
+                )
+            )
+        duration = max(r.done_ns or 0 for r in records)
+        return level_from_records(1, records, duration, self.slos, rate=rate)
 
 
 @dataclass
