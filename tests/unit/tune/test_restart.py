@@ -14,9 +14,7 @@ def test_launch_is_the_users_command_with_the_runs_flags_set_in_any_spelling() -
     command = restart_command(
         "ssh gpu1 -- {launch}", LAUNCH, {"-np": "4", "-c": "16384"}, kind="llamacpp"
     )
-    assert command == (
-        "ssh gpu1 -- llama-server -m /models/m.gguf --port 8081 -np 4 -c 16384"
-    )
+    assert command == ("ssh gpu1 -- llama-server -m /models/m.gguf --port 8081 -np 4 -c 16384")
 
 
 def test_args_are_only_the_runs_flags_quoted_for_a_shell() -> None:
