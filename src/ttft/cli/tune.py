@@ -96,6 +96,14 @@ def tune() -> None:
     "--dry-run", is_flag=True, help="Print each configuration's launch command; run nothing."
 )
 @click.option(
+    "--max-configs",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Refuse a sweep of more configurations than this (the engine's whole default space is "
+    "often hundreds): pick the axes with --param.",
+)
+@click.option(
     "--buckets",
     default=None,
     help="Prompt lengths in words (e.g. 400,1850 for ~512/2400 tokens): a second "

@@ -168,6 +168,15 @@ def execute_sweep(opts: dict[str, Any]) -> None:
     kind = opts["engine_kind"]
     space = parse_space(opts["params"]) if opts["params"] else default_space(kind)
     configs = configurations(space)
+    limit = opts.get("max_configs") or 64
+    if not opts["dry_run"] and len(configs) > limit:
+        axes = ", ".join(f"{flag} ({len(values)})" for flag, values in space.items())
+        raise TtftError(
+            f"{len(configs)} configurations to run ({axes}): each is a trial with a restart, a "
+            "warm-up and a load search",
+            "choose the axes with --param (e.g. --param -np=1,2,4 --param -ub=128,512), or "
+            f"raise --max-configs above {limit}",
+        )
     if opts["dry_run"]:
         base = shlex.split(opts["launch"] or ("llama-server" if kind == "llamacpp" else kind))
         for config in configs:

@@ -72,3 +72,10 @@ def test_the_resume_command_is_this_command_with_the_experiment_and_resume() -> 
     assert resume_command(Path("res/ab"), argv) == (
         "ttft tune ab --plan p.toml --out res/ab --resume"
     )
+
+
+def test_a_sweep_of_the_whole_default_space_is_refused_with_the_axes_named() -> None:
+    result = CliRunner().invoke(cli, ["tune", "sweep"])
+    assert isinstance(result.exception, TtftError)
+    assert "configurations to run" in str(result.exception) and "-np (3)" in str(result.exception)
+    assert "--param" in (result.exception.fix or "")
