@@ -102,7 +102,8 @@ def test_streamed_tokens_arrive_as_the_engine_sends_them_and_a_leaving_client_fr
         stamps: list[int] = []
         with socket.create_connection((host, int(port))) as sock:
             sock.sendall(
-                b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n"
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\nContent-Length: %d\r\n"
                 b"Connection: close\r\n\r\n%b" % (len(raw), raw)
             )
             sock.settimeout(60)
@@ -127,8 +128,8 @@ def test_streamed_tokens_arrive_as_the_engine_sends_them_and_a_leaving_client_fr
         raw = json.dumps(long_body).encode()
         with socket.create_connection((host, int(port))) as sock:
             sock.sendall(
-                b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%b"
-                % (len(raw), raw)
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%b" % (len(raw), raw)
             )
             sock.settimeout(60)
             while b'"content":"' not in sock.recv(65536):

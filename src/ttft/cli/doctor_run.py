@@ -220,6 +220,14 @@ def _write_plan(
         slos=tuple(options.slo_texts),
     )
     plan = build_plan(report.findings, service, source=f"ttft doctor {report.target}")
+    # A step that did not measure may have found more: the plan says so instead of looking whole.
+    missing = [
+        f"doctor/{step.name}: not measured ({step.notes[0] if step.notes else step.status.value}); "
+        "its findings, if any, are not in this plan"
+        for step in report.failed_steps + report.unfinished_steps
+    ]
+    if missing:
+        plan = dataclasses.replace(plan, unapplied=(*plan.unapplied, *missing))
     assert options.plan is not None
     options.plan.parent.mkdir(parents=True, exist_ok=True)
     options.plan.write_text(plan_to_toml(plan), encoding="utf-8")
