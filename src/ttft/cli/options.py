@@ -56,3 +56,4 @@ class DoctorOptions:
     fmt: str
     fail_on_findings: bool
     plan: Path | None = None
+    gpu_metrics_url: str | None = None
