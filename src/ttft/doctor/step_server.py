@@ -16,6 +16,7 @@ from ttft.doctor.pressure import (
     preemption_finding,
 )
 from ttft.doctor.slo_check import check_slos
+from ttft.doctor.timeline import split
 from ttft.engines.gpu import summarize_window
 from ttft.engines.registry import adapter_for
 from ttft.probe.sampler import Sample
@@ -24,36 +25,30 @@ CAPACITY_PROMPT_TOKENS = 256
 
 
 def timeline(ctx: DoctorContext) -> StepResult:
-    """Queue / prefill / first decode / rest, as far as the engine shows them."""
-    step = StepResult("timeline", "Server timeline: queue, prefill, first decode, the rest")
+    """Queue / prefill / first decode / serialization + transport, each with its source."""
+    step = StepResult("timeline", "Server timeline: queue, prefill, first decode, serialization")
     records = [r for r in ctx.shared.get("transport_records", []) if r.ok]
     if not records:
         step.status = StepStatus.SKIPPED
         step.notes.append("no successful request from the transport step to take apart")
         return step
-    client = median(ttfts_ms(records))
-    prefill = median([v for v in (server_ms(r, "prompt_ms") for r in records) if v is not None])
-    decode = median(
-        [v for v in (server_ms(r, "predicted_per_token_ms") for r in records) if v is not None]
-    )
+    client, parts, notes = split(records, ctx.shared.get("transport_server"), ctx.engine_kind)
     cached = median([float(r.cached_tokens) for r in records if r.cached_tokens is not None])
     if client is not None:
         step.evidence.append(Evidence("client TTFT", client, "ms", "client"))
-    if prefill is not None:
-        step.evidence.append(Evidence("prefill (server)", prefill, "ms", "server timings"))
-    if decode is not None:
-        step.evidence.append(Evidence("one decode step (server)", decode, "ms", "server timings"))
+    for part in parts:
+        if part.ms is not None:
+            step.evidence.append(Evidence(part.name, part.ms, "ms", part.source))
+        else:
+            step.notes.append(f"{part.name}: not seen ({part.source})")
     if cached is not None:
         step.evidence.append(Evidence("prompt tokens reused from cache", cached, "tokens", ""))
-    if client is not None and prefill is not None:
-        rest = client - prefill - (decode or 0.0)
-        step.evidence.append(
-            Evidence("queue + transport + serialization", max(rest, 0.0), "ms", "difference")
-        )
-        share = 100 * prefill / client if client else 0.0
-        step.summary = f"prefill is {share:.0f}% of client TTFT at concurrency 1"
+    step.notes += notes
+    prefill = next((p.ms for p in parts if p.name == "prefill"), None)
+    if client and prefill is not None:
+        step.summary = f"prefill is {100 * prefill / client:.0f}% of client TTFT at concurrency 1"
     else:
-        step.summary = "the server reports no per-request timings"
+        step.summary = "the server reports no per-request prefill time"
     if ctx.engine_kind:
         for metric, why in adapter_for(ctx.engine_kind).unavailable().items():
             step.notes.append(f"cannot see {metric.value}: {why}")
