@@ -144,3 +144,18 @@ def test_cold_start_of_a_normal_start_is_no_finding() -> None:
     assert step.status == "ok" and step.findings == [], step.summary
     shown = _evidence(step)
     assert shown["first request after start"] < 2 * shown["same size, warm (p50)"] + 200
+
+
+def test_timeline_splits_the_real_engines_ttft_with_its_sources(
+    engine: RunningEngine, probed: dict[str, Any]
+) -> None:
+    ctx = DoctorContext(_target(engine), time.monotonic() + 60, shared=dict(probed))
+    step = step_server.timeline(ctx)
+    parts = {e.name: e for e in step.evidence}
+    assert parts["prefill"].source == "server timings (timings.prompt_ms)"
+    rest = parts["queue + serialization + transport"]
+    # The role chunk and the first token leave together right after prefill (DESIGN.md).
+    assert rest.value < 0.2 * float(parts["client TTFT"].value) + 20
+    assert parts["response headers after send"].value < float(parts["prefill"].value)
+    assert any(n.startswith("queue: not seen") for n in step.notes)
+    assert any("first decode: not seen (inside prefill" in n for n in step.notes)
