@@ -88,6 +88,7 @@ def test_control_flags_real_prompts_whose_structure_costs_beyond_their_length(
     engine: RunningEngine, probed: dict[str, Any]
 ) -> None:
     step = step_cache.control(_ctx(engine, probed, _log("enum", response_format=ENUM_FORMAT)))
+    print("control, enum response_format:", step.summary)
     assert [f.rule for f in step.findings] == ["template/slow-real-prompts"], step.summary
     shown = _evidence(step)
     assert shown["your prompts TTFT (p50)"] > 1.5 * shown["expected TTFT for that length"] + 50
@@ -98,6 +99,7 @@ def test_control_passes_plain_real_prompts_of_the_same_length(
     engine: RunningEngine, probed: dict[str, Any]
 ) -> None:
     step = step_cache.control(_ctx(engine, probed, _log("plain")))
+    print("control, plain:", step.summary)
     assert step.findings == [], step.summary
     assert "expected TTFT for that length" in _evidence(step)
 
@@ -106,12 +108,14 @@ def test_sampling_a_heavy_chain_is_a_finding_and_top_k_first_is_not(
     engine: RunningEngine, probed: dict[str, Any]
 ) -> None:
     heavy = step_sampling.sampling(_ctx(engine, probed, []))
+    print("sampling, heavy default chain:", heavy.summary)
     assert [f.rule for f in heavy.findings] == ["sampling/costly-chain"], heavy.summary
     low = float(str(_evidence(heavy)["difference, 95% CI"]).split(" .. ")[0])
     assert low > 0
     light = step_sampling.sampling(
         _ctx(engine, probed, _log("light", temperature=0.7, top_k=40, top_p=0.9))
     )
+    print("sampling, top_k 40 before top_p:", light.summary)
     assert light.findings == [], light.summary
     assert "top_k=40" in str(_evidence(light)["sampling settings"])
 
@@ -123,6 +127,7 @@ def test_capacity_on_one_slot_sees_requests_deferred_and_no_kv_metric(
     ctx = DoctorContext(_target(engine), time.monotonic() + 120, levels=(1, 4))
     ctx.props = {"total_slots": 1}
     step = step_server.capacity(ctx)
+    print("capacity, one slot:", [e.text() for e in step.evidence[:4]])
     assert "capacity/queueing" in [f.rule for f in step.findings], step.evidence
     waiting = str(_evidence(step)["peak waiting requests"])
     assert "c=4: 0" not in waiting  # llamacpp:requests_deferred rose at c=4
@@ -141,6 +146,7 @@ def test_cold_start_of_a_normal_start_is_no_finding() -> None:
         ctx = DoctorContext(target, time.monotonic() + 120, managed=True, cold_record=cold)
         ctx.tokenizer = server_tokenizer(target)
         step = step_latency.cold_start(ctx)
+    print("cold start, normal start:", step.summary)
     assert step.status == "ok" and step.findings == [], step.summary
     shown = _evidence(step)
     assert shown["first request after start"] < 2 * shown["same size, warm (p50)"] + 200
@@ -152,6 +158,7 @@ def test_timeline_splits_the_real_engines_ttft_with_its_sources(
     ctx = DoctorContext(_target(engine), time.monotonic() + 60, shared=dict(probed))
     step = step_server.timeline(ctx)
     parts = {e.name: e for e in step.evidence}
+    print("timeline:", [e.text() for e in step.evidence])
     assert parts["prefill"].source == "server timings (timings.prompt_ms)"
     rest = parts["queue + serialization + transport"]
     # The role chunk and the first token leave together right after prefill (DESIGN.md).
