@@ -45,15 +45,17 @@ class ScriptedSampler(DoctorContext):
         return Sample(records)
 
 
-def test_a_chain_that_costs_tens_of_ms_is_a_finding_with_a_ci() -> None:
-    ctx = ScriptedSampler(cost_ms=60.0)
+HEAVY_LOG = [WorkItem({"messages": [], "temperature": 1.0, "top_k": 0, "top_p": 0.95})]
+
+
+def test_logged_settings_that_cost_tens_of_ms_are_a_finding_with_a_ci() -> None:
+    ctx = ScriptedSampler(cost_ms=60.0, real=HEAVY_LOG)
     step = sampling(ctx)
     (finding,) = step.findings
     assert finding.rule == "sampling/costly-chain"
     assert finding.expected_gain_ms is not None and 55 < finding.expected_gain_ms < 65
     shown = {e.name: e.value for e in step.evidence}
-    assert "heavy default chain" in str(shown["sampling settings"])
-    assert "top_k=0" in str(shown["sampling settings"])
+    assert "your request log" in str(shown["sampling settings"])
     low, high = (
         float(x) for x in str(shown["difference, 95% CI"]).removesuffix(" ms").split(" .. ")
     )
@@ -61,8 +63,17 @@ def test_a_chain_that_costs_tens_of_ms_is_a_finding_with_a_ci() -> None:
     assert "top-k" in finding.action
 
 
+def test_without_logged_settings_a_heavy_chain_is_a_reference_not_a_finding() -> None:
+    step = sampling(ScriptedSampler(cost_ms=60.0))
+    assert step.findings == []
+    assert "a heavy chain would cost 59 ms" in step.summary
+    shown = {e.name: e.value for e in step.evidence}
+    assert "heavy default chain" in str(shown["sampling settings"])
+    assert "top_k=0" in str(shown["sampling settings"])
+
+
 def test_a_cheap_chain_is_measured_but_not_a_finding() -> None:
-    step = sampling(ScriptedSampler(cost_ms=1.0))
+    step = sampling(ScriptedSampler(cost_ms=1.0, real=HEAVY_LOG))
     assert step.findings == [] and "cost" in step.summary
 
 
@@ -84,7 +95,7 @@ def test_settings_the_engine_refuses_fall_back_to_openai_fields() -> None:
     ctx = ScriptedSampler(cost_ms=30.0, refuse=True)
     step = sampling(ctx)
     assert any("refused" in n for n in step.notes)
-    assert [f.rule for f in step.findings] == ["sampling/costly-chain"]
+    assert "heavy chain would cost" in step.summary
     assert set(HEAVY["llamacpp"]) > {"temperature", "top_p"}
 
 
