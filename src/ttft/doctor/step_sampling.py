@@ -151,9 +151,9 @@ def sampling(ctx: DoctorContext) -> StepResult:
         Evidence("sampling settings", f"{shown} (from {origin})", "", "request"),
         Evidence("requests per setting", float(len(b)), "", "client"),
     ]
+    whose = "the logged sampling settings" if origin == "your request log" else "a heavy chain"
     step.summary = (
-        f"the sampling settings cost {diff:.0f} ms of TTFT over greedy "
-        f"(95% CI {ci.low:.0f} .. {ci.high:.0f} ms)"
+        f"{whose} cost {diff:.0f} ms of TTFT over greedy (95% CI {ci.low:.0f} .. {ci.high:.0f} ms)"
     )
     material = ci.low > 0 and diff >= max(MATERIAL_MS, MATERIAL_SHARE * base)
     if material and origin != "your request log":

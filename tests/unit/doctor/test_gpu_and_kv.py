@@ -160,3 +160,19 @@ def test_without_a_gpu_source_the_report_says_what_it_could_not_see() -> None:
     step = step_server.capacity(ctx)
     assert "gpu/low-utilization" not in _rules(step)
     assert "no GPU telemetry (test)" in step.notes
+
+
+def test_the_preemption_change_becomes_a_plan_step_for_tune_ab() -> None:
+    from ttft.core.plan import ServiceSpec, parse_plan, plan_to_toml
+    from ttft.doctor.plan import build_plan
+
+    ctx = Scripted("vllm", "preempting", {1: 180.0, 8: 310.0, 32: 2900.0}, gpu="busy")
+    step = step_server.capacity(ctx)
+    launch = "vllm serve m --max-num-seqs 256 --gpu-memory-utilization 0.95"
+    plan = build_plan(
+        step.findings, ServiceSpec(url="http://vllm:8000", engine="vllm", launch=launch)
+    )
+    (only,) = plan.steps
+    assert dict(only.change.flags) == {"--max-num-seqs": "8"}
+    again = parse_plan(plan_to_toml(plan))
+    assert dict(again.steps[0].change.flags) == {"--max-num-seqs": "8"}
