@@ -173,4 +173,4 @@ def test_timeline_splits_the_real_engines_ttft_with_its_sources(
     assert rest.value < 0.2 * float(parts["client TTFT"].value) + 20
     assert parts["response headers after send"].value < float(parts["prefill"].value)
     assert any(n.startswith("queue: not seen") for n in step.notes)
-    assert any("first decode: not seen (inside prefill" in n for n in step.notes)
+    assert any("first decode: not seen (inside prefill" in n for n in step.notes), step.notes

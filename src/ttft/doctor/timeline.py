@@ -87,7 +87,7 @@ def split(
         "first decode",
         None,
         "inside prefill: the first token is sampled from the prefill pass"
-        + (f" (a later decode step takes {step_ms:.1f} ms)" if step_ms is not None else ""),
+        + (f"; a later decode step takes {step_ms:.1f} ms" if step_ms is not None else ""),
     )
     parts.append(first_decode)
     prefill = parts[1].ms
