@@ -25,7 +25,7 @@ from ttft.doctor.findings import StepResult
 from ttft.doctor.run import STEPS, run_doctor
 from ttft.engines.argv_edit import remove_flags
 from ttft.engines.control import ControlClient, complete_target
-from ttft.load.gpu_sampler import find_gpu_source
+from ttft.load.gpu_sampler import DcgmSource, find_gpu_source
 from ttft.probe.sampler import sample
 from ttft.workload.builders import from_jsonl
 from ttft.workload.exact_length import text_of_tokens
@@ -87,6 +87,9 @@ def execute(options: DoctorOptions) -> None:
         raise click.BadParameter("must be above 0 minutes", param_hint="--budget")
     deadline = time.monotonic() + 60 * options.budget
     lint_findings = _lint(options)
+    if options.gpu_metrics_url:
+        # A wrong --gpu-metrics-url is an input error before anything starts, not a note at the end.
+        DcgmSource(options.gpu_metrics_url).read()
     with _target(options, real, console) as (target, cold, launch):
         managed = launch is not None
         direct = None
