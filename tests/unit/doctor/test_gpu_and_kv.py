@@ -176,3 +176,18 @@ def test_the_preemption_change_becomes_a_plan_step_for_tune_ab() -> None:
     assert dict(only.change.flags) == {"--max-num-seqs": "8"}
     again = parse_plan(plan_to_toml(plan))
     assert dict(again.steps[0].change.flags) == {"--max-num-seqs": "8"}
+
+
+def test_a_gpu_source_that_never_changed_lowers_the_confidence() -> None:
+    """dcgm-exporter collects every 30 s by default: a short level may see one stale value."""
+
+    class Stale(Scripted):
+        def sample(self, items: Sequence[WorkItem], **options: Any) -> Sample:
+            result = super().sample(items, **options)
+            result.gpu = [result.gpu[1]] * 5  # five readings, one value
+            return result
+
+    ctx = Stale("vllm", "queueing", {1: 180.0, 8: 320.0, 32: 1900.0}, gpu="queueing")
+    finding = next(f for f in step_server.capacity(ctx).findings if f.rule == "gpu/low-utilization")
+    assert finding.confidence is not None and finding.confidence.label == "low"
+    assert "30 s" in finding.message
