@@ -38,6 +38,12 @@ from ttft.cli.target_options import TargetOptions, target_options
     default=None,
     help="The engine's launch command line, quoted: its flags are checked too.",
 )
+@click.option(
+    "--gpu-metrics-url",
+    default=None,
+    help="GPU telemetry: a DCGM exporter's /metrics (or any Prometheus endpoint with "
+    "DCGM_FI_DEV_GPU_UTIL). Default: nvidia-smi when the service runs on this machine.",
+)
 @click.option("--slo", "slo_texts", multiple=True, help="e.g. 'ttft:p99<600ms'.")
 @click.option(
     "--concurrency",

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import shlex
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from ttft.doctor.findings import StepResult
 from ttft.doctor.run import STEPS, run_doctor
 from ttft.engines.argv_edit import remove_flags
 from ttft.engines.control import ControlClient, complete_target
+from ttft.load.gpu_sampler import DcgmSource, find_gpu_source
 from ttft.probe.sampler import sample
 from ttft.workload.builders import from_jsonl
 from ttft.workload.exact_length import text_of_tokens
@@ -85,6 +87,9 @@ def execute(options: DoctorOptions) -> None:
         raise click.BadParameter("must be above 0 minutes", param_hint="--budget")
     deadline = time.monotonic() + 60 * options.budget
     lint_findings = _lint(options)
+    if options.gpu_metrics_url:
+        # A wrong --gpu-metrics-url is an input error before anything starts, not a note at the end.
+        DcgmSource(options.gpu_metrics_url).read()
     with _target(options, real, console) as (target, cold, launch):
         managed = launch is not None
         direct = None
@@ -102,6 +107,9 @@ def execute(options: DoctorOptions) -> None:
         if direct is not None:
             props = props or ControlClient(direct).props()
             tokenizer = tokenizer or server_tokenizer(direct)
+        gpu, gpu_missing = find_gpu_source(
+            options.gpu_metrics_url, local=managed or _is_loopback(target.root)
+        )
         ctx = DoctorContext(
             target=target,
             deadline=deadline,
@@ -113,6 +121,8 @@ def execute(options: DoctorOptions) -> None:
             slos=slos,
             tokenizer=tokenizer,
             props=props,
+            gpu=gpu,
+            gpu_missing=gpu_missing,
         )
         if ctx.engine_kind is None:
             from ttft.load.server_metrics import MetricsWatcher
@@ -135,6 +145,11 @@ def execute(options: DoctorOptions) -> None:
         raise click.exceptions.Exit(1)
     if report.failed_steps and not any(s.status == "ok" for s in report.steps):
         raise click.exceptions.Exit(1)  # nothing could be measured: not a success
+
+
+def _is_loopback(url: str) -> bool:
+    host = urllib.parse.urlsplit(url).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def _progress(console: Console) -> Any:

@@ -58,3 +58,4 @@ class DoctorOptions:
     fail_on_findings: bool
     plan: Path | None = None
     html_path: str | None = None
+    gpu_metrics_url: str | None = None

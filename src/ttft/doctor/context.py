@@ -15,6 +15,7 @@ from ttft.core.target import Target
 from ttft.engines.adapter import GENERIC_ADVICE, EngineAdapter, EngineAdvice
 from ttft.engines.control import ServerTokenizer
 from ttft.engines.registry import adapter_for
+from ttft.load.gpu_sampler import GpuSource
 from ttft.probe.sampler import Sample, sample
 from ttft.workload.exact_length import text_of_tokens
 from ttft.workload.requests import WorkItem, chat_body
@@ -37,6 +38,8 @@ class DoctorContext:
     slos: tuple[Slo, ...] = ()
     tokenizer: Tokenizer | None = None
     props: dict[str, Any] = field(default_factory=dict)
+    gpu: GpuSource | None = None  # DCGM exporter or nvidia-smi, sampled beside each load level
+    gpu_missing: str = ""  # why there is no GPU source, for the report's blind spots
     shared: dict[str, Any] = field(default_factory=dict)  # measurements one step leaves another
 
     def seconds_left(self) -> float:

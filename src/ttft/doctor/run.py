@@ -10,19 +10,21 @@ from typing import Any
 from ttft import __version__
 from ttft.core.errors import TtftError
 from ttft.core.findings import Finding, rank_by_cost
-from ttft.doctor import step_cache, step_latency, step_server, step_transport
+from ttft.doctor import step_cache, step_latency, step_sampling, step_server, step_transport
 from ttft.doctor.context import DoctorContext
 from ttft.doctor.findings import StepResult, StepStatus, doctor_dict
 
 Step = Callable[[DoctorContext], StepResult]
 
-# The article's order of investigation (seed 5.3), then cold start and head-of-line blocking.
+# The article's order of investigation (seed 5.3), the sampling chain's cost (its lever 4), then
+# cold start and head-of-line blocking.
 STEPS: list[tuple[str, Step]] = [
     ("transport", step_transport.run),
     ("timeline", step_server.timeline),
     ("capacity", step_server.capacity),
     ("prefix_cache", step_cache.prefix_cache),
     ("control", step_cache.control),
+    ("sampling", step_sampling.sampling),
     ("cold_start", step_latency.cold_start),
     ("head_of_line", step_latency.head_of_line),
 ]

@@ -23,8 +23,10 @@ def _verdict(slo: Slo, records: Sequence[RequestRecord]) -> SloVerdict | None:
 
 def check_slos(
     step: StepResult, slos: Sequence[Slo], by_level: Mapping[int, Sequence[RequestRecord]]
-) -> None:
-    """Evidence per SLO and level; a finding where an SLO stops holding as load rises."""
+) -> set[int]:
+    """Evidence per SLO and level; a finding where an SLO stops holding as load rises. Returns
+    the levels at which some SLO failed."""
+    failed: set[int] = set()
     for slo in slos:
         verdicts = {c: v for c, v in ((c, _verdict(slo, r)) for c, r in by_level.items()) if v}
         if not verdicts:
@@ -49,6 +51,7 @@ def check_slos(
             )
         )
         failing = sorted(c for c, v in verdicts.items() if not v.passed)
+        failed.update(failing)
         if not failing:
             continue
         holding = [c for c in sorted(verdicts) if verdicts[c].passed and c < failing[0]]
@@ -79,3 +82,4 @@ def check_slos(
                 tier=CostTier.PRECISION,
                 confidence=Confidence.MEDIUM,
             )
+    return failed

@@ -80,6 +80,7 @@ def run(ctx: DoctorContext) -> StepResult:
     # only shows itself to such clients.
     gz, gz_shapes = _measure(ctx, "gzip", "gzip")
     ctx.shared["transport_records"] = plain.records
+    ctx.shared["transport_server"] = plain.server  # the engine's metric window, for the timeline
     failed = [r for r in plain.records + gz.records if r.error is not None]
     if failed:
         kinds = sorted({r.error.kind for r in failed if r.error})
@@ -109,6 +110,8 @@ def run(ctx: DoctorContext) -> StepResult:
     worst_gap = max(
         (g for g in (gap_plain, gap_gz, direct_gap, histogram_gap) if g is not None), default=None
     )
+    if worst_gap is not None:
+        ctx.shared["transport_gap_ms"] = float(worst_gap)  # the GPU check names transport by it
     if plain_bunched or gz_bunched:
         _buffering_finding(step, plain_bunched, gz_bunched, gzip_seen, worst_gap)
     elif worst_gap is not None and worst_gap > GAP_MS:

@@ -38,6 +38,9 @@ class FlagRoles:
     kv_cache_dtype: tuple[str, ...] = ()  # flags that set KV-cache precision
     eager_mode: str | None = None  # the switch that turns CUDA graphs off
     cpu_offload: str | None = None  # the flag that offloads weights to CPU memory
+    # Flags that turn speculative decoding on (a draft model, n-gram or EAGLE proposals): a TPOT
+    # lever that people reach for expecting a TTFT gain.
+    speculative: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

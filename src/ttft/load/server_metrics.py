@@ -48,6 +48,8 @@ class MetricsWatcher:
 
     def deltas(self, before: Scrape | None, after: Scrape | None) -> dict[str, Any] | None:
         """JSON-ready deltas per common metric, plus what this engine cannot provide."""
+        if self._adapter is None and self.engine_kind is not None:
+            self._adapter = adapter_for(self.engine_kind)  # a given kind needs no detection
         if before is None or after is None or self._adapter is None:
             return None
         out: dict[str, Any] = {"engine": self.engine_kind, "metrics": {}, "unavailable": {}}
@@ -66,6 +68,18 @@ class MetricsWatcher:
         return out
 
 
+def update_gauge_peaks(kind: str, scrape: Scrape, peaks: dict[str, float]) -> None:
+    """Raise each common gauge's peak (running, waiting, KV usage) to what ``scrape`` shows."""
+    for metric, source in adapter_for(kind).metric_sources().items():
+        if source.kind != "gauge":
+            continue
+        for metric_name in source.names:
+            value = scrape.total(metric_name)
+            if value is not None:
+                peaks[metric.value] = max(peaks.get(metric.value, 0.0), value)
+                break
+
+
 async def track_gauge_peaks(
     url: str,
     kind: str,
@@ -77,20 +91,10 @@ async def track_gauge_peaks(
 
     A snapshot after a cell sees an idle server; the peaks are what the cell did to it.
     """
-    gauges = {
-        metric.value: source
-        for metric, source in adapter_for(kind).metric_sources().items()
-        if source.kind == "gauge"
-    }
     while True:
         try:
             scrape = await asyncio.to_thread(scrape_url, url, 2.0, headers)
         except TtftError:  # a missed sample must not end the run
             scrape = Scrape()
-        for name, source in gauges.items():
-            for metric_name in source.names:
-                value = scrape.total(metric_name)
-                if value is not None:
-                    peaks[name] = max(peaks.get(name, 0.0), value)
-                    break
+        update_gauge_peaks(kind, scrape, peaks)
         await asyncio.sleep(every_s)

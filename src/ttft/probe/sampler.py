@@ -15,6 +15,8 @@ from typing import Any
 from ttft.client.stream import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
+from ttft.engines.gpu import GpuReading
+from ttft.load.gpu_sampler import GpuSource, track_gpu
 from ttft.load.runner import CellPlan, Runner
 from ttft.load.server_metrics import MetricsWatcher, track_gauge_peaks
 from ttft.workload.arrival import ClosedLoop
@@ -29,6 +31,8 @@ class Sample:
     server: dict[str, Any] | None = None
     duration_ns: int = 0
     peaks: dict[str, float] = field(default_factory=dict)
+    gpu: list[list[GpuReading]] = field(default_factory=list)  # one list per sampling instant
+    gpu_errors: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> list[RequestRecord]:
@@ -58,6 +62,7 @@ async def sample_async(
     watch_gauges: bool = False,
     timeout_s: float = 300.0,
     anchor: RunAnchor | None = None,
+    gpu: GpuSource | None = None,
 ) -> Sample:
     anchor = anchor or RunAnchor.now()
     watcher = MetricsWatcher(target.metrics_url, target.engine_kind, target.auth_headers())
@@ -74,6 +79,11 @@ async def sample_async(
         if watch_gauges and before is not None and target.metrics_url and watcher.engine_kind
         else None
     )
+    gpu_readings: list[list[GpuReading]] = []
+    gpu_errors: list[str] = []
+    gpu_task = (
+        asyncio.create_task(track_gpu(gpu, gpu_readings, gpu_errors)) if gpu is not None else None
+    )
     started = time.perf_counter_ns()
     try:
         async with StreamingClient(
@@ -86,11 +96,12 @@ async def sample_async(
             runner = Runner(_Sender(client, anchor, extra_body or {}), anchor, records.append)
             await runner.run_cell(CellPlan(label, list(items), ClosedLoop(concurrency)))
     finally:
-        if sampler is not None:
-            sampler.cancel()
+        for task in (sampler, gpu_task):
+            if task is not None:
+                task.cancel()
     duration = time.perf_counter_ns() - started
     after = await asyncio.to_thread(watcher.snapshot)
-    return Sample(records, watcher.deltas(before, after), duration, peaks)
+    return Sample(records, watcher.deltas(before, after), duration, peaks, gpu_readings, gpu_errors)
 
 
 def sample(target: Target, items: Sequence[WorkItem], **options: Any) -> Sample:

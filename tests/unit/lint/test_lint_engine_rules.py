@@ -321,3 +321,36 @@ def test_vllm_default_cap_far_above_a_small_load_is_info() -> None:
     found = rule(lint(text, expected=32), "vllm/concurrency-cap")
     assert [f.severity for f in found] == [Severity.INFO] and "(the default)" in found[0].message
     assert rule(lint(text, expected=128), "vllm/concurrency-cap") == []
+
+
+# --- speculative decoding --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "rule_id", "flag"),
+    [
+        (
+            VLLM_OK + ' --speculative-config {"method":"eagle","num_speculative_tokens":3}',
+            "vllm/speculative-decoding",
+            "--speculative-config",
+        ),
+        (
+            SGLANG_OK + " --speculative-algorithm EAGLE --speculative-num-steps 3",
+            "sglang/speculative-decoding",
+            "--speculative-algorithm",
+        ),
+        (LLAMA_OK + " -md draft.gguf", "llamacpp/speculative-decoding", "-md"),
+    ],
+)
+def test_speculative_decoding_is_an_info_note_that_it_targets_tpot(
+    text: str, rule_id: str, flag: str
+) -> None:
+    (note,) = rule(lint(text), rule_id)
+    assert note.severity == Severity.INFO
+    assert "TPOT" in note.title and "TTFT" in note.title
+    assert flag in note.message and "prefill" in note.message
+
+
+def test_removed_llama_draft_flag_still_gets_the_note() -> None:
+    found = lint(LLAMA_OK + " -md draft.gguf --draft 8")
+    assert len(rule(found, "llamacpp/speculative-decoding")) == 1

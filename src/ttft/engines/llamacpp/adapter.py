@@ -44,6 +44,7 @@ ADAPTER = EngineAdapter(
         concurrency_fix_note=" (and -c large enough for all slots)",
         shared_context="ctx-size",
         kv_cache_dtype=("cache-type-k", "cache-type-v"),
+        speculative=("spec-draft-model", "spec-type", "draft"),
     ),
     rules=RULES,
     advice=EngineAdvice(

@@ -40,6 +40,7 @@ ADAPTER = EngineAdapter(
         kv_cache_dtype=("kv-cache-dtype",),
         eager_mode="disable-cuda-graph",
         cpu_offload="cpu-offload-gb",
+        speculative=("speculative-algorithm", "speculative-draft-model-path"),
     ),
     rules=RULES,
     advice=EngineAdvice(

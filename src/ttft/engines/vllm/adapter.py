@@ -42,6 +42,7 @@ ADAPTER = EngineAdapter(
         kv_cache_dtype=("kv-cache-dtype",),
         eager_mode="enforce-eager",
         cpu_offload="cpu-offload-gb",
+        speculative=("speculative-config", "speculative-model", "num-speculative-tokens"),
     ),
     rules=RULES,
     advice=EngineAdvice(

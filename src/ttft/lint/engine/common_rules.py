@@ -307,3 +307,29 @@ def rule_offload(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
             "prefill at full GPU speed",
         )
     ]
+
+
+def rule_speculative(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
+    """Speculative decoding is a decode (TPOT) lever; say so to whoever enabled it for TTFT."""
+    for flag in adapter_for(cmd.engine).roles.speculative:
+        arg = cmd.get(flag)
+        if arg is None:
+            continue
+        shown = f"{arg.flag} {arg.value}" if arg.value else arg.flag
+        return [
+            finding_at(
+                cmd,
+                f"{cmd.engine}/speculative-decoding",
+                Severity.INFO,
+                "Speculative decoding targets TPOT, not TTFT",
+                f"{shown} turns on speculative decoding: proposed tokens are verified several "
+                "at a time, which speeds up decode (TPOT/ITL). The first token still waits for "
+                "the target model's whole prefill, and a draft model prefills the same prompt "
+                "as well (and takes memory from the KV cache), so TTFT stays or grows. The "
+                "article: speculative decoding helps TPOT, not TTFT.",
+                arg,
+                "keep it for TPOT if it pays there; measure TTFT with and without it (`ttft "
+                "tune ab`) rather than expecting it to cut first-token latency",
+            )
+        ]
+    return []

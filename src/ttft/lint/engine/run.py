@@ -13,6 +13,7 @@ from ttft.lint.engine.common_rules import (
     rule_kv_quantized,
     rule_memory,
     rule_offload,
+    rule_speculative,
     rule_token_budget,
 )
 
@@ -24,6 +25,7 @@ COMMON_RULES: tuple[Rule, ...] = (
     rule_kv_quantized,
     rule_cuda_graphs,
     rule_offload,
+    rule_speculative,
 )
 
 
