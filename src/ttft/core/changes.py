@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ttft.core.cost_tier import CostTier
 from ttft.core.errors import TtftError
-from ttft.core.findings import CostTier
 from ttft.core.text_edits import TextEdit
 
 # Within a cost tier: what needs nothing restarted comes before a restart, before a new target.

@@ -15,9 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ttft.core.cost_tier import CostTier as CostTier  # re-exported: its old home
 from ttft.core.errors import TtftError
 
-if TYPE_CHECKING:  # changes.py imports CostTier from here
+if TYPE_CHECKING:  # a Finding carries a Change; changes.py needs only cost_tier
     from ttft.core.changes import Change
 
 
@@ -63,21 +64,6 @@ class Severity(enum.StrEnum):
 
 
 _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
-
-
-class CostTier(enum.IntEnum):
-    """What a fix costs, cheapest first (the article's order of levers)."""
-
-    TRANSPORT = 1  # proxy and template settings: config only, no restart of the engine
-    SCHEDULING = 2  # engine scheduling flags: a restart
-    CACHE = 3  # prefix and KV cache: a restart, sometimes prompt changes
-    PRECISION = 4  # KV precision, kernels, graphs: a restart plus a quality check
-
-    @property
-    def label(self) -> str:
-        return {1: "transport/template", 2: "scheduling", 3: "cache", 4: "precision/kernels"}[
-            self.value
-        ]
 
 
 class Confidence(enum.IntEnum):
