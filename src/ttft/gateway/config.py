@@ -103,6 +103,9 @@ class AdmissionConfig:
     split_lanes: bool = True  # short requests do not queue behind long ones
     long_prompt_tokens: int = 1024  # a prompt above this goes to the long lane
     short_burst: int = 4  # short dispatches in a row before a waiting long one gets its turn
+    # Slots of each replica that long requests may not take, kept for the short lane; None: 1 when
+    # max_in_flight >= 2, else 0 (admission.resolve_long_reserve). 0 turns the reserve off.
+    long_reserve: int | None = None
     queue_timeout_s: float = 30.0
     # How far below 0 a request's ``priority`` may go (lower goes first): 0 means nobody jumps
     # the queue; a key of ``api_keys`` may be given more ({ key = ..., max_priority_boost = N }).

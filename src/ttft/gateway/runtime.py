@@ -24,7 +24,7 @@ from typing import Any
 from ttft.client.errors import RequestFailed
 from ttft.core.errors import TtftError
 from ttft.engines import control
-from ttft.gateway.admission import Admission
+from ttft.gateway.admission import Admission, resolve_long_reserve
 from ttft.gateway.config import GatewayConfig, ModelConfig, UpstreamConfig, engine_adapter
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.routing import Router
@@ -126,6 +126,7 @@ def build_runtime(
                 admission.queue_size,
                 split_lanes=admission.split_lanes,
                 short_burst=admission.short_burst,
+                long_reserve=resolve_long_reserve(admission.long_reserve, cap),
             ),
             f"{host_header}:{up.port}",
         )
