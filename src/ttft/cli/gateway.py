@@ -76,7 +76,7 @@ from ttft.gateway import config as gwconfig
     "--max-in-flight",
     type=click.IntRange(min=1),
     default=None,
-    help="Requests at each upstream at once [4].",
+    help="Requests at each upstream at once [llama-server: its slots; vLLM/SGLang: 64; else 4].",
 )
 @click.option(
     "--queue-size",

@@ -16,7 +16,7 @@ def test_a_minimal_config_gets_the_documented_defaults() -> None:
     config = from_mapping(MINIMAL)
     assert (config.host, config.port) == ("127.0.0.1", 8000)
     assert config.api_keys == ()
-    assert config.admission.max_in_flight == 4 and config.admission.split_lanes
+    assert config.admission.max_in_flight is None and config.admission.split_lanes  # the engine's
     model = config.models[0]
     assert model.prerender and model.chat_template == "auto" and not model.hygiene
     assert model.upstreams[0].url == "http://127.0.0.1:8080"
