@@ -206,3 +206,17 @@ def resolve_long_reserve(configured: int | None, max_in_flight: int) -> int:
     if configured is not None:
         return configured
     return 1 if max_in_flight >= 2 else 0
+
+
+# Engines that batch many sequences: a cap of 4 throttled them. 64 is a documented middle (not
+# measured here: no vLLM/SGLang on these machines): far above 4, below vLLM's default
+# --max-num-seqs of 256, so at a saturated replica the gateway's lanes still order what waits.
+# Setting max_in_flight to the replica's own --max-num-seqs passes everything to its scheduler.
+BATCHING_ENGINES_IN_FLIGHT = 64
+# llama-server before its /props answers, or a generic upstream: a few slots.
+FALLBACK_IN_FLIGHT = 4
+
+
+def default_max_in_flight(kind: str) -> int:
+    """The in-flight cap per replica when neither the user nor the engine gave one."""
+    return BATCHING_ENGINES_IN_FLIGHT if kind in ("vllm", "sglang", "tgi") else FALLBACK_IN_FLIGHT

@@ -43,19 +43,6 @@ def engine_choices() -> tuple[str, ...]:
     return (*engine_kinds(), GENERIC_ENGINE)
 
 
-# Engines that batch many sequences: their own scheduler is built for far more than a few at once,
-# and a low cap here would throttle them. 64 is vLLM's and SGLang's smallest usual max-num-seqs
-# order of magnitude while still leaving the gateway's lanes something to order.
-BATCHING_ENGINES_IN_FLIGHT = 64
-# llama-server before its /props answers, or a generic upstream: a few slots.
-FALLBACK_IN_FLIGHT = 4
-
-
-def default_max_in_flight(kind: str) -> int:
-    """The in-flight cap per replica when neither the user nor the engine gave one."""
-    return BATCHING_ENGINES_IN_FLIGHT if kind in ("vllm", "sglang", "tgi") else FALLBACK_IN_FLIGHT
-
-
 def engine_adapter(kind: str) -> EngineAdapter | None:
     """The adapter of an upstream's engine; None for the generic OpenAI-compatible one."""
     return None if kind == GENERIC_ENGINE else adapter_for(kind)

@@ -24,12 +24,11 @@ from typing import Any
 from ttft.client.errors import RequestFailed
 from ttft.core.errors import TtftError
 from ttft.engines import control
-from ttft.gateway.admission import Admission, resolve_long_reserve
+from ttft.gateway.admission import Admission, default_max_in_flight, resolve_long_reserve
 from ttft.gateway.config import (
     GatewayConfig,
     ModelConfig,
     UpstreamConfig,
-    default_max_in_flight,
     engine_adapter,
 )
 from ttft.gateway.metrics import GatewayMetrics
