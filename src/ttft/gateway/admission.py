@@ -13,9 +13,6 @@ makes p99 TTFT explode. Here the gateway holds the queue instead, split by promp
   prompts that arrive together take every slot, and a short question then waits for a whole long
   prefill however the queue is ordered: the queue only decides who gets the *next* free slot. A
   reserved slot is free, or frees within one short request, when the short one arrives;
-- every grant names a slot index, the reserved ones lowest. llama-server fills each batch with
-  its slots' prompts in slot order, so a short prompt pinned to a low slot (``id_slot``) is
-  computed in the next batch instead of after a long prompt that sits in a lower slot;
 - the lanes together hold at most ``queue_size`` requests: one more is refused at once (429),
   and a request that waited ``queue_timeout_s`` is refused too (503). Nothing grows unbounded.
 """
@@ -42,21 +39,12 @@ class Shed(Exception):
         self.message = message
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """A slot held: give it back with ``release``. ``slot`` is below ``max_in_flight``."""
-
-    lane: str
-    slot: int
-    waited_ns: int = 0
-
-
 @dataclass(order=True, slots=True)
 class _Ticket:
     priority: int
     seq: int
     lane: str = field(compare=False)
-    future: asyncio.Future[int] = field(compare=False)  # the slot index, once granted
+    future: asyncio.Future[None] = field(compare=False)
     cancelled: bool = field(default=False, compare=False)
 
 
@@ -72,6 +60,8 @@ class Admission:
         short_burst: int = 4,
         long_reserve: int = 0,
     ) -> None:
+        self.max_in_flight = max_in_flight
+        self.long_reserve = long_reserve
         self.queue_size = queue_size
         self.split_lanes = split_lanes
         self.short_burst = max(1, short_burst)
@@ -81,22 +71,6 @@ class Admission:
         self._lanes: dict[str, list[_Ticket]] = {SHORT: [], LONG: []}
         self._seq = itertools.count()
         self._short_streak = 0
-        self._busy: set[int] = set()
-        # Free slot indices: below the reserve (short requests only) and the rest, as heaps so
-        # that each lane takes its lowest free slot.
-        self._free_reserved: list[int] = []
-        self._free_open: list[int] = []
-        self.resize(max_in_flight, long_reserve)
-
-    def resize(self, max_in_flight: int, long_reserve: int) -> None:
-        """Set the slot count (the engine said how many it has); waiting requests may start."""
-        self.max_in_flight = max_in_flight
-        self.long_reserve = long_reserve
-        reserved = self.max_in_flight - self.long_cap
-        free = [i for i in range(max_in_flight) if i not in self._busy]
-        self._free_reserved = [i for i in free if i < reserved]
-        self._free_open = [i for i in free if i >= reserved]  # sorted: already a heap
-        self.dispatch()
 
     @property
     def long_cap(self) -> int:
@@ -108,19 +82,12 @@ class Admission:
     def _can_start(self, lane: str) -> bool:
         if self.in_flight >= self.max_in_flight:
             return False
-        # Long requests use only the slots above the reserve: that is what caps them.
-        return bool(self._free_open) or (lane == SHORT and bool(self._free_reserved))
+        return lane == SHORT or self.long_in_flight < self.long_cap
 
-    def _start(self, lane: str) -> int:
-        if lane == SHORT and self._free_reserved:
-            slot = heapq.heappop(self._free_reserved)
-        else:
-            slot = heapq.heappop(self._free_open)
-        self._busy.add(slot)
+    def _start(self, lane: str) -> None:
         self.in_flight += 1
         if lane == LONG:
             self.long_in_flight += 1
-        return slot
 
     @property
     def waiting(self) -> int:
@@ -139,10 +106,11 @@ class Admission:
     def has_room(self) -> bool:
         return self.in_flight < self.max_in_flight or self.waiting < self.queue_size
 
-    async def acquire(self, lane: str, priority: int = 0, timeout_s: float = 30.0) -> Grant:
-        """Wait for a slot; the grant says which and how long it took. ``Shed`` when refused.
+    async def acquire(self, lane: str, priority: int = 0, timeout_s: float = 30.0) -> int:
+        """Wait for a slot; return the nanoseconds waited. Raises ``Shed`` when refused.
 
-        Cancellation (the client left) gives back the slot if it had just been granted.
+        Cancellation (the client left) gives back the slot if it had just been granted. The
+        caller gives the same ``lane`` to ``release``.
         """
         if not self.split_lanes:
             lane = SHORT  # one lane: plain first come, first served
@@ -150,17 +118,18 @@ class Admission:
         # a request whose own lane is empty may start at once: a short one then does not wait
         # behind long ones held back by their cap.
         if self.queued[lane] == 0 and self._can_start(lane):
-            return Grant(lane, self._start(lane))
+            self._start(lane)
+            return 0
         if self.waiting >= self.queue_size:
             raise Shed("queue_full", f"the queue is full ({self.queue_size} waiting)")
         start = time.perf_counter_ns()
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         ticket = _Ticket(priority, next(self._seq), lane, future)
         heapq.heappush(self._lanes[lane], ticket)
         self.queued[lane] += 1
         try:
             async with asyncio.timeout(timeout_s):
-                slot = await future
+                await future
         except TimeoutError:
             self._withdraw(ticket)
             raise Shed(
@@ -169,12 +138,12 @@ class Admission:
         except asyncio.CancelledError:
             self._withdraw(ticket)
             raise
-        return Grant(lane, slot, time.perf_counter_ns() - start)
+        return time.perf_counter_ns() - start
 
     def _withdraw(self, ticket: _Ticket) -> None:
         if ticket.future.done() and not ticket.future.cancelled():
             # Granted in the same instant the wait ended: hand the slot on.
-            self.release(Grant(ticket.lane, ticket.future.result()))
+            self.release(ticket.lane)
             return
         if not ticket.cancelled:
             ticket.cancelled = True
@@ -185,17 +154,13 @@ class Admission:
                 self._lanes[ticket.lane] = [t for t in lane if not t.cancelled]
                 heapq.heapify(self._lanes[ticket.lane])
 
-    def release(self, grant: Grant) -> None:
-        """A request left the engine: free slots go to waiting ones that may start."""
+    def release(self, lane: str) -> None:
+        """A request of ``lane`` left the engine: free slots go to waiting ones that may start."""
+        if not self.split_lanes:
+            lane = SHORT
         self.in_flight -= 1
-        if grant.lane == LONG:
+        if lane == LONG:
             self.long_in_flight -= 1
-        self._busy.discard(grant.slot)
-        if grant.slot < self.max_in_flight:  # else: a slot the engine no longer has
-            reserved = self.max_in_flight - self.long_cap
-            heapq.heappush(
-                self._free_reserved if grant.slot < reserved else self._free_open, grant.slot
-            )
         self.dispatch()
 
     def dispatch(self) -> None:
@@ -204,7 +169,8 @@ class Admission:
             ticket = self._next()
             if ticket is None:
                 break
-            ticket.future.set_result(self._start(ticket.lane))
+            self._start(ticket.lane)
+            ticket.future.set_result(None)
 
     def _next(self) -> _Ticket | None:
         short = self.queued[SHORT] > 0
@@ -228,16 +194,6 @@ class Admission:
 
 def lane_for(prompt_tokens: int, long_prompt_tokens: int) -> str:
     return LONG if prompt_tokens > long_prompt_tokens else SHORT
-
-
-def with_slot(body: bytes, slot: int) -> bytes:
-    """A JSON object body with llama-server's ``id_slot`` first (a splice, not a re-encode).
-
-    The planner removed any ``id_slot`` of the client's, so the key occurs once.
-    """
-    inner = body.lstrip()[1:].lstrip()  # the body is a JSON object: validated before
-    sep = b"" if inner.startswith(b"}") else b","
-    return b'{"id_slot":%d%s' % (slot, sep) + inner
 
 
 def resolve_long_reserve(configured: int | None, max_in_flight: int) -> int:

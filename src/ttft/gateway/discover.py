@@ -74,9 +74,10 @@ def apply_slots(replica: Replica, slots: int, configured_reserve: int | None) ->
     admission = replica.admission
     if admission.max_in_flight != slots:
         log.info("upstream %s: %d slots (from /props)", replica.name, slots)
+    admission.max_in_flight = slots
+    admission.long_reserve = resolve_long_reserve(configured_reserve, slots)
     replica.cap_from_engine = False
-    replica.pin_slots = True
-    admission.resize(slots, resolve_long_reserve(configured_reserve, slots))
+    admission.dispatch()
 
 
 async def discover_replica(

@@ -118,11 +118,6 @@ class Planner:
         if "priority" in body:
             del body["priority"]  # ours: engines without priority scheduling reject it
             changed = True
-        if "id_slot" in body:
-            # llama-server's slot choice is the gateway's (the short lane's reserved slots): a
-            # client that picked one could sit in a reserved slot or collide with a pinned one.
-            del body["id_slot"]
-            changed = True
         rendered: Rendered | None = None
         bypass = ""
         cpt = self.config.limits.chars_per_token

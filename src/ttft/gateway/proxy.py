@@ -16,7 +16,7 @@ from typing import Any
 
 from ttft.client import errors
 from ttft.client.errors import RequestFailed
-from ttft.gateway.admission import Grant, Shed, with_slot
+from ttft.gateway.admission import Shed
 from ttft.gateway.config import GatewayConfig, engine_adapter
 from ttft.gateway.errors import GatewayError, overloaded, upstream_failed
 from ttft.gateway.http_server import Request, Response
@@ -65,7 +65,7 @@ class Proxy:
                 self.metrics.retries.inc(runtime.name)
             replica = runtime.replicas[choice.index]
             try:
-                grant = await replica.admission.acquire(
+                waited = await replica.admission.acquire(
                     plan.lane, plan.priority, self.config.admission.queue_timeout_s
                 )
             except Shed as exc:
@@ -77,11 +77,11 @@ class Proxy:
                     self.config.admission.queue_timeout_s / 4,
                     exc.reason,
                 ) from None
-            self.metrics.queue.observe(grant.waited_ns / 1e9, runtime.name, plan.lane)
+            self.metrics.queue.observe(waited / 1e9, runtime.name, plan.lane)
             try:
-                failure = await self._send(request, response, plan, replica, grant)
+                failure = await self._send(request, response, plan, replica, waited)
             finally:
-                replica.admission.release(grant)
+                replica.admission.release(plan.lane)
             if failure is None:
                 return
             last = failure
@@ -104,15 +104,12 @@ class Proxy:
         )
 
     async def _send(
-        self, request: Request, response: Response, plan: Plan, replica: Replica, grant: Grant
+        self, request: Request, response: Response, plan: Plan, replica: Replica, waited_ns: int
     ) -> RequestFailed | None:
         """One attempt. Returns the failure when it may be retried on another replica."""
         runtime = plan.runtime
-        waited_ns = grant.waited_ns
         prerendered = plan.rendered is not None and replica.config.prerender is not False
         path, payload_body = self._upstream_body(plan, prerendered)
-        if replica.pin_slots:
-            payload_body = with_slot(payload_body, grant.slot)
         headers = [("Content-Type", "application/json"), ("Accept-Encoding", "identity")]
         if plan.stream:
             headers.append(("Accept", "text/event-stream"))

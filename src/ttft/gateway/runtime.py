@@ -58,9 +58,6 @@ class Replica:
     last_error: str = ""
     # True while the in-flight cap is a default that the engine's own slot count may replace.
     cap_from_engine: bool = False
-    # Send each request to the slot its grant names (llama-server's ``id_slot``): only when the
-    # slot count came from the engine's /props, so every index is a slot it has.
-    pin_slots: bool = False
 
     @property
     def name(self) -> str:

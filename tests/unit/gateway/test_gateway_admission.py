@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from ttft.gateway.admission import LONG, SHORT, Admission, Grant, Shed, lane_for, with_slot
+from ttft.gateway.admission import LONG, SHORT, Admission, Shed, lane_for
 
 
 def run(coro: object) -> object:
@@ -15,13 +15,14 @@ def run(coro: object) -> object:
 
 async def _grant_order(adm: Admission, waiting: list[tuple[str, str, int]]) -> list[str]:
     """Fill the slot, queue ``(name, lane, priority)`` in order, then free slots one by one."""
-    holding = [await adm.acquire(SHORT)]  # the grants, oldest first
-    assert holding[0].waited_ns == 0
+    assert await adm.acquire(SHORT) == 0
     order: list[str] = []
+    holding = [SHORT]  # the lanes of the granted requests, oldest first
 
     async def wait(name: str, lane: str, priority: int) -> None:
-        holding.append(await adm.acquire(lane, priority))
+        await adm.acquire(lane, priority)
         order.append(name)
+        holding.append(lane)
 
     tasks = []
     for name, lane, priority in waiting:
@@ -37,7 +38,7 @@ async def _grant_order(adm: Admission, waiting: list[tuple[str, str, int]]) -> l
 def test_a_free_slot_is_taken_without_waiting() -> None:
     async def scenario() -> tuple[int, int]:
         adm = Admission(2, 4)
-        waited = (await adm.acquire(SHORT)).waited_ns
+        waited = await adm.acquire(SHORT)
         return waited, adm.in_flight
 
     assert run(scenario()) == (0, 1)
@@ -98,13 +99,13 @@ def test_a_request_that_waits_too_long_is_refused_and_leaves_the_queue() -> None
 def test_a_cancelled_waiter_leaves_no_trace_and_the_next_one_is_served() -> None:
     async def scenario() -> tuple[int, int, bool]:
         adm = Admission(1, 4)
-        held = await adm.acquire(SHORT)
+        await adm.acquire(SHORT)
         gone = asyncio.create_task(adm.acquire(SHORT))
         stays = asyncio.create_task(adm.acquire(SHORT))
         await asyncio.sleep(0)
         gone.cancel()
         await asyncio.sleep(0)
-        adm.release(held)
+        adm.release(SHORT)
         await stays
         return adm.waiting, adm.in_flight, gone.cancelled()
 
@@ -114,11 +115,11 @@ def test_a_cancelled_waiter_leaves_no_trace_and_the_next_one_is_served() -> None
 def test_a_slot_granted_to_a_waiter_cancelled_at_that_instant_is_passed_on() -> None:
     async def scenario() -> tuple[int, int]:
         adm = Admission(1, 4)
-        held = await adm.acquire(SHORT)
+        await adm.acquire(SHORT)
         first = asyncio.create_task(adm.acquire(SHORT))
         second = asyncio.create_task(adm.acquire(SHORT))
         await asyncio.sleep(0)
-        adm.release(held)  # grants ``first``...
+        adm.release(SHORT)  # grants ``first``...
         first.cancel()  # ...which is cancelled before it runs again
         await asyncio.gather(first, return_exceptions=True)
         await second
@@ -151,12 +152,10 @@ def test_long_requests_leave_the_reserved_slot_to_a_short_one() -> None:
 
     async def scenario() -> tuple[int, int, int, int]:
         adm = Admission(2, 8, long_reserve=1)
-        assert (await adm.acquire(LONG)).slot == 1  # long requests stay above the reserve
+        assert await adm.acquire(LONG) == 0
         held_back = asyncio.create_task(adm.acquire(LONG))
         await asyncio.sleep(0)
-        short = await asyncio.wait_for(adm.acquire(SHORT), 0.5)
-        assert short.slot == 0  # the reserved slot: first in llama-server's batches
-        short_waited = short.waited_ns
+        short_waited = await asyncio.wait_for(adm.acquire(SHORT), 0.5)
         state = adm.in_flight, adm.long_in_flight, adm.queued[LONG]
         held_back.cancel()
         return (short_waited, *state)
@@ -167,12 +166,12 @@ def test_long_requests_leave_the_reserved_slot_to_a_short_one() -> None:
 def test_a_held_back_long_request_starts_when_a_long_slot_frees() -> None:
     async def scenario() -> tuple[int, int, int]:
         adm = Admission(3, 8, long_reserve=1)
-        first = await adm.acquire(LONG)
+        await adm.acquire(LONG)
         await adm.acquire(LONG)
         third = asyncio.create_task(adm.acquire(LONG))
         await asyncio.sleep(0)
         assert not third.done() and adm.in_flight == 2  # the third slot stays reserved
-        adm.release(first)
+        adm.release(LONG)
         await third
         return adm.in_flight, adm.long_in_flight, adm.waiting
 
@@ -182,8 +181,8 @@ def test_a_held_back_long_request_starts_when_a_long_slot_frees() -> None:
 def test_a_freed_short_slot_skips_long_requests_at_their_cap() -> None:
     async def scenario() -> list[str]:
         adm = Admission(2, 8, long_reserve=1)
-        short = await adm.acquire(SHORT)
-        long_ = await adm.acquire(LONG)
+        await adm.acquire(SHORT)
+        await adm.acquire(LONG)
         order: list[str] = []
 
         async def wait(name: str, lane: str) -> None:
@@ -192,9 +191,9 @@ def test_a_freed_short_slot_skips_long_requests_at_their_cap() -> None:
 
         tasks = [asyncio.create_task(wait("L", LONG)), asyncio.create_task(wait("S", SHORT))]
         await asyncio.sleep(0)
-        adm.release(short)  # the long lane is at its cap of 1: the short one takes the slot
+        adm.release(SHORT)  # the long lane is at its cap of 1: the short one takes the slot
         await asyncio.sleep(0)
-        adm.release(long_)
+        adm.release(LONG)
         await asyncio.gather(*tasks)
         return order
 
@@ -206,28 +205,3 @@ def test_the_reserve_never_shuts_long_requests_out() -> None:
     assert Admission(4, 4, long_reserve=9).long_cap == 1
     assert Admission(4, 4, long_reserve=1).long_cap == 3
     assert Admission(4, 4, split_lanes=False, long_reserve=1).long_cap == 4
-
-
-def test_slots_are_indices_below_the_cap_the_reserved_ones_lowest() -> None:
-    async def scenario() -> list[int]:
-        adm = Admission(3, 8, long_reserve=1)
-        a = await adm.acquire(LONG)
-        b = await adm.acquire(SHORT)  # the reserved slot 0
-        c = await adm.acquire(SHORT)  # slot 2: a short request may use an open slot too
-        adm.release(b)
-        d = await adm.acquire(SHORT)
-        adm.resize(2, 1)  # the engine has 2 slots: slot 2 is not handed out again
-        adm.release(c)
-        adm.release(a)
-        e = await adm.acquire(LONG)
-        return [g.slot for g in (a, b, c, d, e)] + [adm.in_flight]
-
-    assert run(scenario()) == [1, 0, 2, 0, 1, 2]
-
-
-def test_a_slot_index_is_spliced_into_the_body() -> None:
-    import json
-
-    assert json.loads(with_slot(b' {"a": 1}', 3)) == {"id_slot": 3, "a": 1}
-    assert json.loads(with_slot(b"{ }", 0)) == {"id_slot": 0}
-    assert Grant(SHORT, 0).waited_ns == 0

@@ -46,7 +46,6 @@ def test_llama_server_slots_become_the_cap_when_the_user_gave_none() -> None:
     assert replica.admission.max_in_flight == 2
     assert replica.admission.long_cap == 1  # the short-lane reserve follows the new cap
     assert runtime.engine_names == {"gemma"}
-    assert replica.pin_slots  # the slot count is the engine's: requests may name their slot
 
 
 def test_a_cap_the_user_gave_is_kept_and_props_is_not_asked() -> None:
@@ -84,7 +83,7 @@ def test_a_grown_cap_starts_waiting_requests_at_once() -> None:
     async def scenario() -> int:
         config, runtime = _runtime(long_reserve=0)
         adm = runtime.replicas[0].admission
-        adm.resize(1, 0)
+        adm.max_in_flight = 1
         await adm.acquire(SHORT)
         waiter = asyncio.create_task(adm.acquire(LONG))
         await asyncio.sleep(0)
