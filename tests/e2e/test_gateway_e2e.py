@@ -185,7 +185,7 @@ def test_prerendered_requests_give_the_engine_chat_endpoints_answer(
             timing = streamed.headers["server-timing"]
             assert "template;dur=" in timing and "upstream;dur=" in timing
         metrics = httpx.get(gw.url + "/metrics").text
-    assert 'ttft_gateway_prerender_total{model="gemma",result="hit",reason=""}' in metrics
+    assert 'ttft_gateway_prerender_total{model="gemma",reason="",result="hit"}' in metrics
 
 
 def test_prefix_affinity_sends_a_repeated_system_prompt_to_the_replica_that_cached_it(
@@ -213,7 +213,7 @@ def test_prefix_affinity_sends_a_repeated_system_prompt_to_the_replica_that_cach
     assert cached[0] < 10
     # The whole system prompt (~250 tokens) is reused by the later requests.
     assert min(cached[1:]) > 0.8 * prompt[0] - 20
-    assert 'ttft_gateway_affinity_total{model="gemma",result="hit"} 3' in metrics
+    assert 'ttft_gateway_affinity_total{model="gemma",result="hit"} 3.0' in metrics
 
 
 def _short_ttft_behind_long_prompts(url: str, tag: str) -> float:
@@ -258,7 +258,7 @@ def test_the_short_lane_lets_a_short_request_pass_long_prefills(
     print(f"short request TTFT behind 3 long prompts: FIFO {fifo:.2f} s, lanes {lanes:.2f} s")
     # FIFO: behind the rest of the first prefill and two more; lanes: behind the first only.
     assert lanes < 0.7 * fifo, (lanes, fifo)
-    assert 'ttft_gateway_queue_seconds_count{model="gemma",lane="long"} 3' in metrics
+    assert 'ttft_gateway_queue_seconds_count{lane="long",model="gemma"} 3.0' in metrics
 
 
 def test_killing_an_upstream_mid_stream_gives_an_error_event_and_the_next_request_fails_over(

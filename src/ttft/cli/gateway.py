@@ -76,7 +76,7 @@ from ttft.gateway import config as gwconfig
     "--max-in-flight",
     type=click.IntRange(min=1),
     default=None,
-    help="Requests at each upstream at once [4].",
+    help="Requests at each upstream at once [llama-server: its slots; vLLM/SGLang: 64; else 4].",
 )
 @click.option(
     "--queue-size",
@@ -91,6 +91,12 @@ from ttft.gateway import config as gwconfig
     help="Prompts above this go to the long lane [1024].",
 )
 @click.option("--no-lanes", is_flag=True, help="One first-come-first-served queue.")
+@click.option(
+    "--long-reserve",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Slots per upstream long prompts may not take [1 with 2+ slots; 0: off].",
+)
 @click.option(
     "--queue-timeout",
     type=click.FloatRange(min=0.001),
@@ -114,6 +120,7 @@ def gateway(
     queue_size: int | None,
     long_prompt_tokens: int | None,
     no_lanes: bool,
+    long_reserve: int | None,
     queue_timeout: float | None,
     verbose: bool,
 ) -> None:
@@ -147,6 +154,7 @@ def gateway(
         long_prompt_tokens=long_prompt_tokens,
         no_lanes=no_lanes,
         queue_timeout=queue_timeout,
+        long_reserve=long_reserve,
     ).config()
     from ttft.gateway.app import Gateway
     from ttft.gateway.serve import run

@@ -33,6 +33,7 @@ class GatewayCliOptions:
     long_prompt_tokens: int | None
     no_lanes: bool
     queue_timeout: float | None
+    long_reserve: int | None = None
 
     def config(self) -> GatewayConfig:
         """The configuration to run; a contradiction or a bad value is a TtftError with the fix."""
@@ -73,6 +74,9 @@ class GatewayCliOptions:
             if self.long_prompt_tokens is not None
             else admission.long_prompt_tokens,
             split_lanes=admission.split_lanes and not self.no_lanes,
+            long_reserve=(
+                self.long_reserve if self.long_reserve is not None else admission.long_reserve
+            ),
             queue_timeout_s=(
                 self.queue_timeout if self.queue_timeout is not None else admission.queue_timeout_s
             ),

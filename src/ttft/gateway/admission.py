@@ -9,6 +9,10 @@ makes p99 TTFT explode. Here the gateway holds the queue instead, split by promp
   short lane goes first, but after ``short_burst`` short requests in a row a waiting long one
   gets its turn, so long requests are delayed, never starved;
 - within a lane, a lower ``priority`` number goes first (vLLM's convention), then arrival order;
+- long requests hold at most ``max_in_flight - long_reserve`` slots. Without a reserve, long
+  prompts that arrive together take every slot, and a short question then waits for a whole long
+  prefill however the queue is ordered: the queue only decides who gets the *next* free slot. A
+  reserved slot is free, or frees within one short request, when the short one arrives;
 - the lanes together hold at most ``queue_size`` requests: one more is refused at once (429),
   and a request that waited ``queue_timeout_s`` is refused too (503). Nothing grows unbounded.
 """
@@ -54,16 +58,36 @@ class Admission:
         *,
         split_lanes: bool = True,
         short_burst: int = 4,
+        long_reserve: int = 0,
     ) -> None:
         self.max_in_flight = max_in_flight
+        self.long_reserve = long_reserve
         self.queue_size = queue_size
         self.split_lanes = split_lanes
         self.short_burst = max(1, short_burst)
         self.in_flight = 0
+        self.long_in_flight = 0
         self.queued = {SHORT: 0, LONG: 0}
         self._lanes: dict[str, list[_Ticket]] = {SHORT: [], LONG: []}
         self._seq = itertools.count()
         self._short_streak = 0
+
+    @property
+    def long_cap(self) -> int:
+        """The most slots long requests may hold; at least one, so they are never shut out."""
+        if not self.split_lanes:
+            return self.max_in_flight
+        return max(1, self.max_in_flight - self.long_reserve)
+
+    def _can_start(self, lane: str) -> bool:
+        if self.in_flight >= self.max_in_flight:
+            return False
+        return lane == SHORT or self.long_in_flight < self.long_cap
+
+    def _start(self, lane: str) -> None:
+        self.in_flight += 1
+        if lane == LONG:
+            self.long_in_flight += 1
 
     @property
     def waiting(self) -> int:
@@ -85,12 +109,16 @@ class Admission:
     async def acquire(self, lane: str, priority: int = 0, timeout_s: float = 30.0) -> int:
         """Wait for a slot; return the nanoseconds waited. Raises ``Shed`` when refused.
 
-        Cancellation (the client left) gives back the slot if it had just been granted.
+        Cancellation (the client left) gives back the slot if it had just been granted. The
+        caller gives the same ``lane`` to ``release``.
         """
         if not self.split_lanes:
             lane = SHORT  # one lane: plain first come, first served
-        if self.in_flight < self.max_in_flight and self.waiting == 0:
-            self.in_flight += 1
+        # Every waiting ticket is one that cannot start (``release`` dispatches all that can), so
+        # a request whose own lane is empty may start at once: a short one then does not wait
+        # behind long ones held back by their cap.
+        if self.queued[lane] == 0 and self._can_start(lane):
+            self._start(lane)
             return 0
         if self.waiting >= self.queue_size:
             raise Shed("queue_full", f"the queue is full ({self.queue_size} waiting)")
@@ -115,7 +143,7 @@ class Admission:
     def _withdraw(self, ticket: _Ticket) -> None:
         if ticket.future.done() and not ticket.future.cancelled():
             # Granted in the same instant the wait ended: hand the slot on.
-            self.release()
+            self.release(ticket.lane)
             return
         if not ticket.cancelled:
             ticket.cancelled = True
@@ -126,18 +154,27 @@ class Admission:
                 self._lanes[ticket.lane] = [t for t in lane if not t.cancelled]
                 heapq.heapify(self._lanes[ticket.lane])
 
-    def release(self) -> None:
-        """A request left the engine: its slot goes to the next waiting one, if any."""
+    def release(self, lane: str) -> None:
+        """A request of ``lane`` left the engine: free slots go to waiting ones that may start."""
+        if not self.split_lanes:
+            lane = SHORT
         self.in_flight -= 1
+        if lane == LONG:
+            self.long_in_flight -= 1
+        self.dispatch()
+
+    def dispatch(self) -> None:
+        """Start every waiting request that may start (also after ``max_in_flight`` grew)."""
         while self.in_flight < self.max_in_flight and self.waiting:
             ticket = self._next()
             if ticket is None:
                 break
-            self.in_flight += 1
+            self._start(ticket.lane)
             ticket.future.set_result(None)
 
     def _next(self) -> _Ticket | None:
-        short, long_ = self.queued[SHORT] > 0, self.queued[LONG] > 0
+        short = self.queued[SHORT] > 0
+        long_ = self.queued[LONG] > 0 and self._can_start(LONG)
         if short and (not long_ or self._short_streak < self.short_burst):
             lane = SHORT
             self._short_streak += 1
@@ -157,3 +194,29 @@ class Admission:
 
 def lane_for(prompt_tokens: int, long_prompt_tokens: int) -> str:
     return LONG if prompt_tokens > long_prompt_tokens else SHORT
+
+
+def resolve_long_reserve(configured: int | None, max_in_flight: int) -> int:
+    """Slots kept for the short lane: the configured number, else one when there are two or more.
+
+    One is the smallest reserve that guarantees a short request a slot within one short request's
+    time; more costs long requests throughput (with two slots, long-only traffic already runs on
+    one). With a single slot nothing can be reserved: long requests would never run.
+    """
+    if configured is not None:
+        return configured
+    return 1 if max_in_flight >= 2 else 0
+
+
+# Engines that batch many sequences: a cap of 4 throttled them. 64 is a documented middle (not
+# measured here: no vLLM/SGLang on these machines): far above 4, below vLLM's default
+# --max-num-seqs of 256, so at a saturated replica the gateway's lanes still order what waits.
+# Setting max_in_flight to the replica's own --max-num-seqs passes everything to its scheduler.
+BATCHING_ENGINES_IN_FLIGHT = 64
+# llama-server before its /props answers, or a generic upstream: a few slots.
+FALLBACK_IN_FLIGHT = 4
+
+
+def default_max_in_flight(kind: str) -> int:
+    """The in-flight cap per replica when neither the user nor the engine gave one."""
+    return BATCHING_ENGINES_IN_FLIGHT if kind in ("vllm", "sglang", "tgi") else FALLBACK_IN_FLIGHT

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from ttft.gateway.config import GatewayConfig
+from ttft.gateway.discover import discover_replica
 from ttft.gateway.errors import GatewayError, not_found, unauthorized
 from ttft.gateway.hosts import allowed_hosts, host_name
 from ttft.gateway.http_server import HttpServer, Request, Response
@@ -94,6 +95,13 @@ class Gateway:
             setup = loop.create_task(setup_prerender(runtime, self.config, self.metrics))
             setups.append(setup)
             self._tasks.append(setup)
+            for replica in runtime.replicas:
+                # Model names and slot counts from the engines: waited for with the templates,
+                # so the first requests already see them.
+                ask = loop.create_task(discover_replica(runtime, replica, self.config))
+                self._tasks.append(ask)
+                if replica.healthy:  # a replica that is down is asked in the background only
+                    setups.append(ask)
             self._tasks.append(
                 loop.create_task(
                     health_loop(runtime, routing.health_interval_s, routing.health_timeout_s)

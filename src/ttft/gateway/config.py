@@ -7,7 +7,7 @@ silently ignored. Upstreams come only from here; the gateway never proxies to a 
     api_keys = ["sk-..."]            # or api_keys_env = "TTFT_GATEWAY_KEYS" (comma-separated)
 
     [admission]                      # per upstream replica
-    max_in_flight = 4
+    max_in_flight = 4               # default: llama-server's slots (/props), 64 for vLLM/SGLang/TGI
     queue_size = 64
     long_prompt_tokens = 1024
 
@@ -87,6 +87,9 @@ class ModelConfig:
     upstreams: tuple[UpstreamConfig, ...]
     engine: str = "llamacpp"  # a kind of ttft.engines.registry, or "openai" (generic)
     upstream_model: str | None = None  # the name the engines know; None: same as ``name``
+    # Other names clients may send for this model; the names of the upstreams' /v1/models are
+    # accepted too, so a client that sends the engine's real model name is served.
+    aliases: tuple[str, ...] = ()
     prerender: bool = True  # render chat templates here and call the completions endpoint
     chat_template: str = "auto"  # "auto" (llama.cpp /props), or a .jinja / tokenizer_config.json
     tokenizer: str | None = None  # a tokenizer.json: prompts go upstream as token ids
@@ -98,11 +101,16 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class AdmissionConfig:
-    max_in_flight: int = 4  # per replica: about the engine's slots / max-num-seqs
+    # Per replica: about the engine's slots / max-num-seqs. None: from the engine (llama-server's
+    # /props total_slots, else default_max_in_flight(engine)).
+    max_in_flight: int | None = None
     queue_size: int = 64  # per replica, both lanes together
     split_lanes: bool = True  # short requests do not queue behind long ones
     long_prompt_tokens: int = 1024  # a prompt above this goes to the long lane
     short_burst: int = 4  # short dispatches in a row before a waiting long one gets its turn
+    # Slots of each replica that long requests may not take, kept for the short lane; None: 1 when
+    # max_in_flight >= 2, else 0 (admission.resolve_long_reserve). 0 turns the reserve off.
+    long_reserve: int | None = None
     queue_timeout_s: float = 30.0
     # How far below 0 a request's ``priority`` may go (lower goes first): 0 means nobody jumps
     # the queue; a key of ``api_keys`` may be given more ({ key = ..., max_priority_boost = N }).
@@ -245,8 +253,11 @@ def _model(raw: Any, where: str) -> ModelConfig:
     if not isinstance(raw, dict):
         raise _fail(where, "expected a table")
     upstreams_raw = raw.get("upstreams")
-    rest = {k: v for k, v in raw.items() if k != "upstreams"}
-    values = _section(rest, ModelConfig, where, skip=("upstreams",))
+    aliases = raw.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
+        raise _fail(where + ".aliases", "expected a list of model names")
+    rest = {k: v for k, v in raw.items() if k not in ("upstreams", "aliases")}
+    values = _section(rest, ModelConfig, where, skip=("upstreams", "aliases"))
     if not values.get("name"):
         raise _fail(where, "missing name", 'every [[model]] needs name = "..." (what clients send)')
     if not isinstance(upstreams_raw, list) or not upstreams_raw:
@@ -261,7 +272,7 @@ def _model(raw: Any, where: str) -> ModelConfig:
         raise _fail(
             where + ".engine", f"unknown engine {engine!r}", f"one of {', '.join(engine_choices())}"
         )
-    return ModelConfig(upstreams=ups, **values)
+    return ModelConfig(upstreams=ups, aliases=tuple(aliases), **values)
 
 
 def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfig:
@@ -305,7 +316,7 @@ def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfi
     limits = LimitsConfig(
         **_section(_table(raw, "limits", origin), LimitsConfig, f"{origin}: limits")
     )
-    if admission.max_in_flight < 1:
+    if admission.max_in_flight is not None and admission.max_in_flight < 1:
         raise _fail(f"{origin}: admission.max_in_flight", "must be at least 1")
     if routing.block_tokens < 1 or routing.virtual_nodes < 1:
         raise _fail(f"{origin}: routing", "block_tokens and virtual_nodes must be at least 1")

@@ -1,13 +1,24 @@
-"""Prometheus metrics of the gateway, in the text exposition format, with no client library.
+"""Prometheus metrics of the gateway, exposed through ``prometheus_client``.
+
+The client library checks every label set where it is used: a call with the wrong number of
+labels raises there, at the call site, instead of producing an exposition that fails on every
+later scrape; escaping and number formatting are Prometheus's own.
 
 Label values come only from the configuration (model and upstream names) and from fixed sets
 (lanes, stages, reasons, error kinds), so the number of series is bounded however clients behave.
+Each ``GatewayMetrics`` has a registry of its own: several gateways in one process (tests) do not
+collide, and the library's process metrics are not mixed in.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Sequence
+
+import prometheus_client as prom
+
+# ``*_created`` series double the series count for a timestamp no gateway dashboard reads; the
+# switch is process-wide, and nothing else in ttft exports through prometheus_client.
+prom.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # Seconds. Fine at the bottom: the gateway's own stages are sub-millisecond.
 LATENCY_BUCKETS = (
@@ -30,141 +41,108 @@ LATENCY_BUCKETS = (
 )
 
 
-def _labels(names: Sequence[str], values: Sequence[str]) -> str:
-    if not names:
-        return ""
-    inner = ",".join(f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True))
-    return "{" + inner + "}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _num(value: float) -> str:
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return repr(value)
-
-
 class _Metric:
-    kind = ""
+    """A family of one registry; children per label set are cached (the hot path is a lookup)."""
 
-    def __init__(self, name: str, help: str, labels: Sequence[str] = ()) -> None:
+    def __init__(
+        self, name: str, help: str, labels: Sequence[str], registry: prom.CollectorRegistry
+    ) -> None:
         self.name = name
-        self.help = help
+        self.registry = registry
         self.label_names = tuple(labels)
 
-    def header(self) -> list[str]:
-        return [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
-
-    def lines(self) -> list[str]:
-        raise NotImplementedError
+    def _sample(self, suffix: str, labels: Sequence[str]) -> float:
+        if len(labels) != len(self.label_names):
+            raise ValueError(f"{self.name}: expected labels {self.label_names}, got {labels!r}")
+        value = self.registry.get_sample_value(
+            self.name + suffix, dict(zip(self.label_names, labels, strict=True))
+        )
+        return value or 0.0
 
 
 class Counter(_Metric):
-    kind = "counter"
-
-    def __init__(self, name: str, help: str, labels: Sequence[str] = ()) -> None:
-        super().__init__(name, help, labels)
-        self.values: dict[tuple[str, ...], float] = {}
+    def __init__(
+        self, name: str, help: str, labels: Sequence[str], registry: prom.CollectorRegistry
+    ) -> None:
+        super().__init__(name, help, labels, registry)
+        self._family = prom.Counter(name, help, self.label_names, registry=registry)
+        self._children: dict[tuple[str, ...], prom.Counter] = {}
 
     def inc(self, *labels: str, by: float = 1.0) -> None:
-        self.values[labels] = self.values.get(labels, 0.0) + by
+        child = self._children.get(labels)
+        if child is None:
+            child = self._children[labels] = self._family.labels(*labels)
+        child.inc(by)
 
     def get(self, *labels: str) -> float:
-        return self.values.get(labels, 0.0)
-
-    def lines(self) -> list[str]:
-        return [
-            f"{self.name}{_labels(self.label_names, k)} {_num(v)}"
-            for k, v in sorted(self.values.items())
-        ]
+        return self._sample("", labels)
 
 
 class Gauge(_Metric):
     """A value read when scraped (``fn``), per label set."""
 
-    kind = "gauge"
-
-    def __init__(self, name: str, help: str, labels: Sequence[str] = ()) -> None:
-        super().__init__(name, help, labels)
-        self.readers: dict[tuple[str, ...], Callable[[], float]] = {}
+    def __init__(
+        self, name: str, help: str, labels: Sequence[str], registry: prom.CollectorRegistry
+    ) -> None:
+        super().__init__(name, help, labels, registry)
+        self._family = prom.Gauge(name, help, self.label_names, registry=registry)
 
     def track(self, fn: Callable[[], float], *labels: str) -> None:
-        self.readers[labels] = fn
-
-    def lines(self) -> list[str]:
-        return [
-            f"{self.name}{_labels(self.label_names, k)} {_num(float(fn()))}"
-            for k, fn in sorted(self.readers.items(), key=lambda kv: kv[0])
-        ]
+        self._family.labels(*labels).set_function(lambda: float(fn()))
 
 
 class Histogram(_Metric):
-    kind = "histogram"
-
     def __init__(
         self,
         name: str,
         help: str,
-        labels: Sequence[str] = (),
+        labels: Sequence[str],
+        registry: prom.CollectorRegistry,
         buckets: Sequence[float] = LATENCY_BUCKETS,
     ) -> None:
-        super().__init__(name, help, labels)
-        self.buckets = tuple(buckets)
-        # per label set: [count per bucket (non-cumulative) ..., +Inf], sum
-        self.series: dict[tuple[str, ...], tuple[list[int], list[float]]] = {}
+        super().__init__(name, help, labels, registry)
+        self._family = prom.Histogram(
+            name, help, self.label_names, registry=registry, buckets=tuple(buckets)
+        )
+        self._children: dict[tuple[str, ...], prom.Histogram] = {}
 
     def observe(self, value: float, *labels: str) -> None:
-        series = self.series.get(labels)
-        if series is None:
-            series = ([0] * (len(self.buckets) + 1), [0.0])
-            self.series[labels] = series
-        series[0][bisect.bisect_left(self.buckets, value)] += 1
-        series[1][0] += value
+        child = self._children.get(labels)
+        if child is None:
+            child = self._children[labels] = self._family.labels(*labels)
+        child.observe(value)
 
     def count(self, *labels: str) -> int:
-        series = self.series.get(labels)
-        return sum(series[0]) if series else 0
-
-    def lines(self) -> list[str]:
-        out: list[str] = []
-        names = (*self.label_names, "le")
-        for key, (counts, total) in sorted(self.series.items()):
-            running = 0
-            for bound, n in zip((*self.buckets, float("inf")), counts, strict=True):
-                running += n
-                le = "+Inf" if bound == float("inf") else _num(bound)
-                out.append(f"{self.name}_bucket{_labels(names, (*key, le))} {running}")
-            out.append(f"{self.name}_sum{_labels(self.label_names, key)} {_num(total[0])}")
-            out.append(f"{self.name}_count{_labels(self.label_names, key)} {running}")
-        return out
+        return int(self._sample("_count", labels))
 
 
 class GatewayMetrics:
     """Every metric the gateway exports (names are part of its interface: add, never rename)."""
 
     def __init__(self) -> None:
+        self.registry = r = prom.CollectorRegistry(auto_describe=True)
         p = "ttft_gateway_"
         self.requests = Counter(
             p + "requests_total",
             "Requests answered, by model, endpoint and status code.",
             ("model", "endpoint", "status"),
+            r,
         )
         self.ttft = Histogram(
             p + "ttft_seconds",
             "Time from the request's first byte to the first content token written to the client.",
             ("model", "lane"),
+            r,
         )
         self.queue = Histogram(
-            p + "queue_seconds", "Time spent waiting for an upstream slot.", ("model", "lane")
+            p + "queue_seconds", "Time spent waiting for an upstream slot.", ("model", "lane"), r
         )
         self.stage = Histogram(
             p + "stage_seconds",
             "Time in each gateway stage: template, "
             "tokenize, upstream_ttfb (to the upstream's first body byte).",
             ("model", "stage"),
+            r,
         )
         self.prerender = Counter(
             p + "prerender_total",
@@ -172,68 +150,50 @@ class GatewayMetrics:
             "hit/miss of the template cache, full render, or bypass "
             "(sent to the engine's chat endpoint) with the reason.",
             ("model", "result", "reason"),
+            r,
         )
         self.affinity = Counter(
             p + "affinity_total",
             "Routing decisions: hit (the prefix's "
             "replica), spill (over the load bound or down), none (no key).",
             ("model", "result"),
+            r,
         )
         self.shed = Counter(
-            p + "shed_total", "Requests refused by admission control.", ("model", "reason")
+            p + "shed_total", "Requests refused by admission control.", ("model", "reason"), r
         )
         self.upstream_errors = Counter(
-            p + "upstream_errors_total", "Upstream failures by kind.", ("upstream", "kind")
+            p + "upstream_errors_total", "Upstream failures by kind.", ("upstream", "kind"), r
         )
         self.hygiene = Counter(
             p + "hygiene_moves_total",
             "Dynamic spans moved out of system prompts, by detector kind.",
             ("model", "kind"),
+            r,
         )
         self.retries = Counter(
             p + "retries_total",
             "Requests re-sent to another replica after a failure before any answer.",
             ("model",),
+            r,
         )
         self.cancelled = Counter(
             p + "client_cancelled_total",
             "Requests whose client went away "
             "before the answer ended (the upstream request is cancelled).",
             ("model",),
+            r,
         )
-        self.in_flight = Gauge(p + "in_flight", "Requests at each upstream.", ("upstream",))
+        self.in_flight = Gauge(p + "in_flight", "Requests at each upstream.", ("upstream",), r)
         self.queued = Gauge(
-            p + "queue_depth", "Requests waiting per upstream and lane.", ("upstream", "lane")
+            p + "queue_depth", "Requests waiting per upstream and lane.", ("upstream", "lane"), r
         )
         self.healthy = Gauge(
-            p + "upstream_healthy", "1 when the upstream passes health checks.", ("upstream",)
+            p + "upstream_healthy", "1 when the upstream passes health checks.", ("upstream",), r
         )
         self.frames = Gauge(
-            p + "prerender_cache_entries", "Static parts cached per model.", ("model",)
+            p + "prerender_cache_entries", "Static parts cached per model.", ("model",), r
         )
 
-    def all(self) -> list[_Metric]:
-        return [
-            self.requests,
-            self.ttft,
-            self.queue,
-            self.stage,
-            self.prerender,
-            self.affinity,
-            self.shed,
-            self.upstream_errors,
-            self.hygiene,
-            self.retries,
-            self.cancelled,
-            self.in_flight,
-            self.queued,
-            self.healthy,
-            self.frames,
-        ]
-
     def render(self) -> bytes:
-        lines: list[str] = []
-        for metric in self.all():
-            lines.extend(metric.header())
-            lines.extend(metric.lines())
-        return ("\n".join(lines) + "\n").encode()
+        return prom.generate_latest(self.registry)

@@ -79,6 +79,21 @@ class Plan:
     request_id: str | None
 
 
+def _upstream_name(runtime: ModelRuntime, sent: Any) -> str | None:
+    """The model name to send upstream instead of ``sent``; None to leave it.
+
+    The configured ``upstream_model`` wins. Otherwise a name the engine itself listed passes
+    unchanged, and any other (the gateway's own name, an alias) becomes the engine's name: vLLM
+    and SGLang refuse a model name they do not serve.
+    """
+    if runtime.config.upstream_model:
+        return None if sent == runtime.upstream_model else runtime.upstream_model
+    names = runtime.engine_names
+    if not names or sent in names:
+        return None
+    return min(names)
+
+
 class Planner:
     def __init__(
         self, config: GatewayConfig, models: dict[str, ModelRuntime], metrics: GatewayMetrics
@@ -96,8 +111,9 @@ class Planner:
         limits = self.config.limits
         stream, priority = check_common(body, priority_boost, limits.max_tokens, limits.max_n)
         changed = False
-        if runtime.config.upstream_model and body.get("model") != runtime.upstream_model:
-            body["model"] = runtime.upstream_model
+        forward = _upstream_name(runtime, body.get("model"))
+        if forward is not None:
+            body["model"] = forward
             changed = True
         if "priority" in body:
             del body["priority"]  # ours: engines without priority scheduling reject it
@@ -185,6 +201,10 @@ class Planner:
         if not isinstance(name, str):
             raise bad_request("'model' must be a string", "model")
         runtime = self.models.get(name)
+        if runtime is None:
+            # Configured names first, then aliases in configuration order: deterministic when
+            # two models' engines report the same name.
+            runtime = next((r for r in self.models.values() if r.answers_to(name)), None)
         if runtime is None:
             raise GatewayError(
                 404,

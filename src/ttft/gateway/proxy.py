@@ -81,7 +81,7 @@ class Proxy:
             try:
                 failure = await self._send(request, response, plan, replica, waited)
             finally:
-                replica.admission.release()
+                replica.admission.release(plan.lane)
             if failure is None:
                 return
             last = failure

@@ -24,8 +24,13 @@ from typing import Any
 from ttft.client.errors import RequestFailed
 from ttft.core.errors import TtftError
 from ttft.engines import control
-from ttft.gateway.admission import Admission
-from ttft.gateway.config import GatewayConfig, ModelConfig, UpstreamConfig, engine_adapter
+from ttft.gateway.admission import Admission, default_max_in_flight, resolve_long_reserve
+from ttft.gateway.config import (
+    GatewayConfig,
+    ModelConfig,
+    UpstreamConfig,
+    engine_adapter,
+)
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.routing import Router
 from ttft.gateway.upstream import CollectSink, UpstreamPool, request_bytes
@@ -51,6 +56,8 @@ class Replica:
     healthy: bool = True
     fails: int = 0
     last_error: str = ""
+    # True while the in-flight cap is a default that the engine's own slot count may replace.
+    cap_from_engine: bool = False
 
     @property
     def name(self) -> str:
@@ -88,6 +95,8 @@ class ModelRuntime:
     prerender_state: str = "off"
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     counting: set[asyncio.Task[None]] = field(default_factory=set)  # /tokenize in background
+    # Names the upstreams' /v1/models list (the engine's real model name), accepted as aliases.
+    engine_names: set[str] = field(default_factory=set)
 
     @property
     def name(self) -> str:
@@ -96,6 +105,9 @@ class ModelRuntime:
     @property
     def upstream_model(self) -> str:
         return self.config.upstream_model or self.config.name
+
+    def answers_to(self, name: str) -> bool:
+        return name in self.config.aliases or name in self.engine_names
 
     def healthy_count(self) -> int:
         return sum(1 for r in self.replicas if r.healthy)
@@ -107,7 +119,8 @@ def build_runtime(
     limits, admission = config.limits, config.admission
     replicas: list[Replica] = []
     for i, up in enumerate(model.upstreams):
-        cap = up.max_in_flight or admission.max_in_flight
+        given = up.max_in_flight or admission.max_in_flight
+        cap = given or default_max_in_flight(model.engine)
         pool = UpstreamPool(
             up.host,
             up.port,
@@ -126,8 +139,10 @@ def build_runtime(
                 admission.queue_size,
                 split_lanes=admission.split_lanes,
                 short_burst=admission.short_burst,
+                long_reserve=resolve_long_reserve(admission.long_reserve, cap),
             ),
             f"{host_header}:{up.port}",
+            cap_from_engine=given is None,
         )
         replicas.append(replica)
         _track(metrics, replica)

@@ -210,7 +210,7 @@ def test_a_full_queue_answers_429_with_retry_after(chat_body: dict[str, Any]) ->
     refused = next(r for r in results if r.status_code == 429)
     assert int(refused.headers["retry-after"]) >= 1
     assert refused.json()["error"]["code"] == "queue_full"
-    assert 'ttft_gateway_shed_total{model="m",reason="queue_full"} 1' in metrics
+    assert 'ttft_gateway_shed_total{model="m",reason="queue_full"} 1.0' in metrics
 
 
 def test_a_request_that_waits_past_the_queue_timeout_gets_503(chat_body: dict[str, Any]) -> None:
@@ -383,7 +383,7 @@ def test_prerendered_chat_goes_to_completions_and_comes_back_as_chat(tmp_path: A
     assert chunks[-1]["choices"] == [] and "usage" in chunks[-1]
     assert "x-ttft-prerendered" not in tools.headers  # tools: the engine's chat endpoint
     assert paths == ["/v1/completions", "/v1/chat/completions"]
-    assert 'ttft_gateway_prerender_total{model="m",result="bypass",reason="fields"} 1' in metrics
+    assert 'ttft_gateway_prerender_total{model="m",reason="fields",result="bypass"} 1.0' in metrics
 
 
 @pytest.mark.parametrize("engine_path", ["/v1"])
@@ -475,7 +475,7 @@ def test_hygiene_moves_dynamic_system_content_and_counts_it(chat_body: dict[str,
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "hi\n\nCurrent time: 2026-03-15 14:22:31"},
     ]
-    assert 'ttft_gateway_hygiene_moves_total{model="m",kind="timestamp"} 1' in metrics
+    assert 'ttft_gateway_hygiene_moves_total{kind="timestamp",model="m"} 1.0' in metrics
 
 
 def test_priorities_order_the_queue_but_are_not_forwarded(chat_body: dict[str, Any]) -> None:

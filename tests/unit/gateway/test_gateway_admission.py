@@ -17,17 +17,19 @@ async def _grant_order(adm: Admission, waiting: list[tuple[str, str, int]]) -> l
     """Fill the slot, queue ``(name, lane, priority)`` in order, then free slots one by one."""
     assert await adm.acquire(SHORT) == 0
     order: list[str] = []
+    holding = [SHORT]  # the lanes of the granted requests, oldest first
 
     async def wait(name: str, lane: str, priority: int) -> None:
         await adm.acquire(lane, priority)
         order.append(name)
+        holding.append(lane)
 
     tasks = []
     for name, lane, priority in waiting:
         tasks.append(asyncio.create_task(wait(name, lane, priority)))
         await asyncio.sleep(0)
     for _ in waiting:
-        adm.release()
+        adm.release(holding.pop(0))
         await asyncio.sleep(0)
     await asyncio.gather(*tasks)
     return order
@@ -103,7 +105,7 @@ def test_a_cancelled_waiter_leaves_no_trace_and_the_next_one_is_served() -> None
         await asyncio.sleep(0)
         gone.cancel()
         await asyncio.sleep(0)
-        adm.release()
+        adm.release(SHORT)
         await stays
         return adm.waiting, adm.in_flight, gone.cancelled()
 
@@ -117,7 +119,7 @@ def test_a_slot_granted_to_a_waiter_cancelled_at_that_instant_is_passed_on() -> 
         first = asyncio.create_task(adm.acquire(SHORT))
         second = asyncio.create_task(adm.acquire(SHORT))
         await asyncio.sleep(0)
-        adm.release()  # grants ``first``...
+        adm.release(SHORT)  # grants ``first``...
         first.cancel()  # ...which is cancelled before it runs again
         await asyncio.gather(first, return_exceptions=True)
         await second
@@ -143,3 +145,63 @@ def test_many_timeouts_do_not_grow_the_queue_beyond_its_bound() -> None:
 def test_lanes_split_at_the_threshold() -> None:
     assert lane_for(1024, 1024) == SHORT
     assert lane_for(1025, 1024) == LONG
+
+
+def test_long_requests_leave_the_reserved_slot_to_a_short_one() -> None:
+    """Saturating long traffic: the short request starts at once, not after a long prefill."""
+
+    async def scenario() -> tuple[int, int, int, int]:
+        adm = Admission(2, 8, long_reserve=1)
+        assert await adm.acquire(LONG) == 0
+        held_back = asyncio.create_task(adm.acquire(LONG))
+        await asyncio.sleep(0)
+        short_waited = await asyncio.wait_for(adm.acquire(SHORT), 0.5)
+        state = adm.in_flight, adm.long_in_flight, adm.queued[LONG]
+        held_back.cancel()
+        return (short_waited, *state)
+
+    assert run(scenario()) == (0, 2, 1, 1)
+
+
+def test_a_held_back_long_request_starts_when_a_long_slot_frees() -> None:
+    async def scenario() -> tuple[int, int, int]:
+        adm = Admission(3, 8, long_reserve=1)
+        await adm.acquire(LONG)
+        await adm.acquire(LONG)
+        third = asyncio.create_task(adm.acquire(LONG))
+        await asyncio.sleep(0)
+        assert not third.done() and adm.in_flight == 2  # the third slot stays reserved
+        adm.release(LONG)
+        await third
+        return adm.in_flight, adm.long_in_flight, adm.waiting
+
+    assert run(scenario()) == (2, 2, 0)
+
+
+def test_a_freed_short_slot_skips_long_requests_at_their_cap() -> None:
+    async def scenario() -> list[str]:
+        adm = Admission(2, 8, long_reserve=1)
+        await adm.acquire(SHORT)
+        await adm.acquire(LONG)
+        order: list[str] = []
+
+        async def wait(name: str, lane: str) -> None:
+            await adm.acquire(lane)
+            order.append(name)
+
+        tasks = [asyncio.create_task(wait("L", LONG)), asyncio.create_task(wait("S", SHORT))]
+        await asyncio.sleep(0)
+        adm.release(SHORT)  # the long lane is at its cap of 1: the short one takes the slot
+        await asyncio.sleep(0)
+        adm.release(LONG)
+        await asyncio.gather(*tasks)
+        return order
+
+    assert run(scenario()) == ["S", "L"]
+
+
+def test_the_reserve_never_shuts_long_requests_out() -> None:
+    assert Admission(1, 4, long_reserve=1).long_cap == 1
+    assert Admission(4, 4, long_reserve=9).long_cap == 1
+    assert Admission(4, 4, long_reserve=1).long_cap == 3
+    assert Admission(4, 4, split_lanes=False, long_reserve=1).long_cap == 4

@@ -16,7 +16,7 @@ def test_a_minimal_config_gets_the_documented_defaults() -> None:
     config = from_mapping(MINIMAL)
     assert (config.host, config.port) == ("127.0.0.1", 8000)
     assert config.api_keys == ()
-    assert config.admission.max_in_flight == 4 and config.admission.split_lanes
+    assert config.admission.max_in_flight is None and config.admission.split_lanes  # the engine's
     model = config.models[0]
     assert model.prerender and model.chat_template == "auto" and not model.hygiene
     assert model.upstreams[0].url == "http://127.0.0.1:8080"
@@ -95,3 +95,54 @@ def test_invalid_toml_points_at_the_line(tmp_path: Path) -> None:
 def test_listen_addresses_parse_with_ipv6_brackets() -> None:
     assert parse_listen("[::1]:8000") == ("::1", 8000)
     assert parse_listen(":8000") == ("127.0.0.1", 8000)
+
+
+def test_the_long_reserve_defaults_to_one_slot_from_the_file_and_the_flag() -> None:
+    from ttft.cli.gateway_options import GatewayCliOptions
+    from ttft.gateway.metrics import GatewayMetrics
+    from ttft.gateway.runtime import build_runtime
+
+    raw = {
+        "model": [
+            {
+                "name": "m",
+                "upstreams": [
+                    "http://127.0.0.1:8080",
+                    {"url": "http://127.0.0.1:8081", "max_in_flight": 1},
+                    {"url": "http://127.0.0.1:8082", "max_in_flight": 8},
+                ],
+            }
+        ]
+    }
+    config = from_mapping(raw)
+    assert config.admission.long_reserve is None
+    reserves = [
+        r.admission.long_reserve
+        for r in build_runtime(config, config.models[0], GatewayMetrics()).replicas
+    ]
+    assert reserves == [1, 0, 1]  # one slot kept for short prompts; none possible with one slot
+    config = from_mapping({**raw, "admission": {"long_reserve": 3}})
+    assert [
+        r.admission.long_cap
+        for r in build_runtime(config, config.models[0], GatewayMetrics()).replicas
+    ] == [1, 1, 5]
+    options = GatewayCliOptions(
+        config_path=None,
+        upstreams=("http://127.0.0.1:8080",),
+        model="m",
+        engine="llamacpp",
+        chat_template="auto",
+        tokenizer=None,
+        no_prerender=False,
+        hygiene=False,
+        listen=None,
+        api_keys=(),
+        api_key_env=None,
+        max_in_flight=None,
+        queue_size=None,
+        long_prompt_tokens=None,
+        no_lanes=False,
+        queue_timeout=None,
+        long_reserve=2,
+    )
+    assert options.config().admission.long_reserve == 2

@@ -1,0 +1,133 @@
+"""Engine discovery: slot counts from /props become caps, /v1/models names become aliases."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from ttft.engines import control
+from ttft.gateway.admission import LONG, SHORT
+from ttft.gateway.config import GatewayConfig, from_mapping
+from ttft.gateway.discover import discover_replica, model_names, total_slots
+from ttft.gateway.errors import GatewayError
+from ttft.gateway.metrics import GatewayMetrics
+from ttft.gateway.plan import Planner, _upstream_name
+from ttft.gateway.runtime import ModelRuntime, Replica, build_runtime
+
+
+def _runtime(engine: str = "llamacpp", **admission: Any) -> tuple[GatewayConfig, ModelRuntime]:
+    raw = {
+        "model": [{"name": "default", "engine": engine, "upstreams": ["http://127.0.0.1:9"]}],
+        "admission": admission,
+    }
+    config = from_mapping(raw)
+    return config, build_runtime(config, config.models[0], GatewayMetrics())
+
+
+def _answers(answers: dict[str, dict[str, Any] | None]) -> Any:
+    asked: list[str] = []
+
+    async def get(replica: Replica, call: control.Call) -> dict[str, Any] | None:
+        asked.append(call.path)
+        return answers.get(call.path, {})
+
+    get.asked = asked  # type: ignore[attr-defined]
+    return get
+
+
+def test_llama_server_slots_become_the_cap_when_the_user_gave_none() -> None:
+    config, runtime = _runtime()
+    replica = runtime.replicas[0]
+    assert replica.admission.max_in_flight == 4 and replica.cap_from_engine
+    get = _answers({"/props": {"total_slots": 2}, "/v1/models": {"data": [{"id": "gemma"}]}})
+    asyncio.run(discover_replica(runtime, replica, config, get, retry_s=0))
+    assert replica.admission.max_in_flight == 2
+    assert replica.admission.long_cap == 1  # the short-lane reserve follows the new cap
+    assert runtime.engine_names == {"gemma"}
+
+
+def test_a_cap_the_user_gave_is_kept_and_props_is_not_asked() -> None:
+    config, runtime = _runtime(max_in_flight=3)
+    get = _answers({"/props": {"total_slots": 16}})
+    asyncio.run(discover_replica(runtime, runtime.replicas[0], config, get, retry_s=0))
+    assert runtime.replicas[0].admission.max_in_flight == 3
+    assert "/props" not in get.asked
+
+
+def test_batching_engines_default_to_a_higher_documented_cap() -> None:
+    for engine in ("vllm", "sglang"):
+        _, runtime = _runtime(engine)
+        assert runtime.replicas[0].admission.max_in_flight == 64
+    _, runtime = _runtime("openai")
+    assert runtime.replicas[0].admission.max_in_flight == 4
+
+
+def test_a_loading_engine_is_asked_again_until_it_answers() -> None:
+    config, runtime = _runtime()
+    calls = {"n": 0}
+
+    async def get(replica: Replica, call: control.Call) -> dict[str, Any] | None:
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            return None  # 503 while loading
+        return {"total_slots": 1} if call.path == "/props" else {"data": []}
+
+    asyncio.run(discover_replica(runtime, runtime.replicas[0], config, get, retry_s=0))
+    assert runtime.replicas[0].admission.max_in_flight == 1
+    assert runtime.replicas[0].admission.long_reserve == 0
+
+
+def test_a_grown_cap_starts_waiting_requests_at_once() -> None:
+    async def scenario() -> int:
+        config, runtime = _runtime(long_reserve=0)
+        adm = runtime.replicas[0].admission
+        adm.max_in_flight = 1
+        await adm.acquire(SHORT)
+        waiter = asyncio.create_task(adm.acquire(LONG))
+        await asyncio.sleep(0)
+        get = _answers({"/props": {"total_slots": 2}})
+        await discover_replica(runtime, runtime.replicas[0], config, get, retry_s=0)
+        await asyncio.wait_for(waiter, 0.5)
+        return adm.in_flight
+
+    assert asyncio.run(scenario()) == 2
+
+
+@pytest.mark.parametrize(
+    "props",
+    [{"total_slots": 0}, {"total_slots": True}, {"total_slots": "2"}, {"total_slots": 10**9}, {}],
+)
+def test_odd_slot_counts_are_ignored(props: dict[str, Any]) -> None:
+    assert total_slots(props) is None
+
+
+def test_model_names_are_bounded() -> None:
+    answer = {"data": [{"id": f"m{i}"} for i in range(500)] + [{"id": "x" * 10_000}, {"id": 3}]}
+    assert len(model_names(answer)) == 64
+    assert model_names({"data": [{"id": "x" * 10_000}, {"id": 3}, "s"]}) == []
+    assert model_names({"data": "nope"}) == []
+
+
+def test_a_client_sending_the_engines_model_name_is_served_not_404() -> None:
+    config, runtime = _runtime()
+    planner = Planner(config, {"default": runtime}, GatewayMetrics())
+    with pytest.raises(GatewayError) as info:
+        planner._model({"model": "google/gemma-3-270m"})
+    assert info.value.status == 404
+    runtime.engine_names.add("google/gemma-3-270m")
+    assert planner._model({"model": "google/gemma-3-270m"}) is runtime
+    # the engine's own name passes unchanged; the gateway's name becomes the engine's
+    assert _upstream_name(runtime, "google/gemma-3-270m") is None
+    assert _upstream_name(runtime, "default") == "google/gemma-3-270m"
+
+
+def test_configured_aliases_are_accepted() -> None:
+    raw = {"model": [{"name": "m", "aliases": ["gpt-4o"], "upstreams": ["http://127.0.0.1:9"]}]}
+    config = from_mapping(raw)
+    runtime = build_runtime(config, config.models[0], GatewayMetrics())
+    planner = Planner(config, {"m": runtime}, GatewayMetrics())
+    assert planner._model({"model": "gpt-4o"}) is runtime
+    with pytest.raises(Exception, match="aliases"):
+        from_mapping({"model": [{"name": "m", "aliases": "x", "upstreams": ["http://h:1"]}]})
