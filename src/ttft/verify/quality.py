@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ttft.core.stats import Interval, percentile
+from ttft.core.stats import Interval, bootstrap_interval, percentile
 from ttft.verify.metrics import (
     Thresholds,
     Verdict,
@@ -51,6 +51,8 @@ class LengthSummary:
     top1_ci: Interval | None
     ttft_p50_baseline_ms: float
     ttft_p50_candidate_ms: float
+    ttft_p50_baseline_ci: Interval
+    ttft_p50_candidate_ci: Interval
     verdict: Verdict
     reasons: list[str]
 
@@ -73,6 +75,8 @@ class LengthSummary:
             "top1_agreement_ci": self.top1_ci.to_dict() if self.top1_ci else None,
             "ttft_p50_baseline_ms": self.ttft_p50_baseline_ms,
             "ttft_p50_candidate_ms": self.ttft_p50_candidate_ms,
+            "ttft_p50_baseline_ci": self.ttft_p50_baseline_ci.to_dict(),
+            "ttft_p50_candidate_ci": self.ttft_p50_candidate_ci.to_dict(),
             "verdict": self.verdict,
             "reasons": self.reasons,
         }
@@ -106,6 +110,9 @@ class QualityReport:
         speed = (
             f"{abs(gain):.0f} ms {'faster' if gain >= 0 else 'slower'} TTFT p50 at {last.length}"
         )
+        if last.samples > 1 and last.ttft_p50_baseline_ci.overlaps(last.ttft_p50_candidate_ci):
+            # a difference inside both sides' spread is not a speed gain worth a quality risk
+            speed = f"no TTFT difference beyond noise at {last.length} ({-gain:+.0f} ms p50)"
         passed = 0
         for s in self.lengths:
             if s.verdict != "pass":
@@ -206,6 +213,8 @@ def _summarize(
         mean_kl=mean_kl,
         top1=top1,
     )
+    base_ttft = sorted(b.ttft_ms for _, b, _ in rows)
+    cand_ttft = sorted(c.ttft_ms for _, _, c in rows)
     return LengthSummary(
         length=length,
         samples=n,
@@ -218,8 +227,10 @@ def _summarize(
         max_kl=max_kl,
         top1=top1,
         top1_ci=mean_interval(top1s) if top1s else None,
-        ttft_p50_baseline_ms=percentile(sorted(b.ttft_ms for _, b, _ in rows), 50),
-        ttft_p50_candidate_ms=percentile(sorted(c.ttft_ms for _, _, c in rows), 50),
+        ttft_p50_baseline_ms=percentile(base_ttft, 50),
+        ttft_p50_candidate_ms=percentile(cand_ttft, 50),
+        ttft_p50_baseline_ci=bootstrap_interval(base_ttft, 50),
+        ttft_p50_candidate_ci=bootstrap_interval(cand_ttft, 50),
         verdict=verdict,
         reasons=reasons,
     )

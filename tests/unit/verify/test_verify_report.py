@@ -116,3 +116,11 @@ def test_probes_fit_their_bucket_and_repeat_exactly() -> None:
         assert 0.1 <= p.depth <= 0.9
     assert build_probes(count, [256, 1024], 3) == probes
     assert len({p.prompt for p in probes}) == len(probes)
+
+
+def test_a_ttft_difference_inside_the_spread_is_called_noise() -> None:
+    times = [100.0, 300.0, 120.0, 280.0]
+    base = [_gen([1, 2], " 4821.", ttft=t) for t in times]
+    cand = [_gen([1, 2], " 4821.", ttft=t + 10.0) for t in reversed(times)]
+    trade = _report(cand, base).trade()
+    assert trade.startswith("q8_0 KV: no TTFT difference beyond noise at 1024 (")
