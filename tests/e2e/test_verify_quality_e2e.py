@@ -1,7 +1,8 @@
 """`verify quality` on the real embedded llama-server: f16 KV against itself is the noise floor,
 q4_0 KV against f16 diverges measurably, and the verdict repeats.
 
-Bounded for a 2-core machine: two short lengths, two probes each, twelve greedy tokens; the f16
+Bounded for a 2-core machine: two short lengths (256, 768), two probes each, eight greedy
+tokens (~170 s at 512/1024 with twelve while CI shared the cores, ~90 s this way); the f16
 side runs twice (that rerun is the repeatability check) and q4_0 once, one engine at a time.
 """
 
@@ -16,7 +17,7 @@ from ttft.verify.run import embedded_ctx_size
 
 pytestmark = pytest.mark.e2e
 
-OPTIONS = QualityOptions(lengths=(512, 1024), samples=2, n_tokens=12, n_probs=10, threads=2)
+OPTIONS = QualityOptions(lengths=(256, 768), samples=2, n_tokens=8, n_probs=10, threads=2)
 F16 = "embedded:-ctk=f16,-ctv=f16"
 Q4 = "embedded:-ctk=q4_0,-ctv=q4_0"
 
@@ -34,7 +35,12 @@ def test_f16_is_the_noise_floor_q4_0_diverges_and_the_verdict_repeats() -> None:
 
     def report(base: list[Generation], cand: list[Generation], label: str) -> QualityReport:
         return compare_sides(
-            probes, base, cand, baseline_label="f16 KV", candidate_label=label, n_tokens=12
+            probes,
+            base,
+            cand,
+            baseline_label="f16 KV",
+            candidate_label=label,
+            n_tokens=OPTIONS.n_tokens,
         )
 
     # Greedy at temperature 0 with cache_prompt off: a fresh f16 engine answers bit for bit alike.
@@ -50,7 +56,7 @@ def test_f16_is_the_noise_floor_q4_0_diverges_and_the_verdict_repeats() -> None:
     rerun = report(again, q4, "q4_0 KV")
     assert [s.verdict for s in quant.lengths] == [s.verdict for s in rerun.lengths]
     # q4_0 keys and values move the next-token distribution far above the floor (0) at every
-    # length; on Gemma 3 270M it is ~0.1 nats where f16 is exactly 0.
+    # length; on Gemma 3 270M it is 0.1-0.3 nats where f16 is exactly 0.
     kls = [s.mean_kl for s in quant.lengths]
     assert all(kl is not None and kl > 1e-3 for kl in kls), kls
     assert quant.trade().startswith("q4_0 KV: ")
