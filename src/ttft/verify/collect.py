@@ -68,6 +68,7 @@ def generate(
         "seed": SEED,
         "n_probs": n_probs,
         "cache_prompt": False,
+        "return_tokens": True,  # token ids even where an engine gives no probabilities
         "stream": True,
     }
     req = urllib.request.Request(

@@ -124,3 +124,11 @@ def test_a_ttft_difference_inside_the_spread_is_called_noise() -> None:
     cand = [_gen([1, 2], " 4821.", ttft=t + 10.0) for t in reversed(times)]
     trade = _report(cand, base).trade()
     assert trade.startswith("q8_0 KV: no TTFT difference beyond noise at 1024 (")
+
+
+def test_answers_without_token_ids_are_compared_by_text() -> None:
+    same = [Generation((), " 4821.", None, 100.0) for _ in range(2)]
+    other = [Generation((), " 4812.", None, 100.0) for _ in range(2)]
+    report = _report([*same, *other], [*same, *same])
+    assert [s.identical_share for s in report.lengths] == [1.0, 0.0]
+    assert report.lengths[1].first_divergence_mean == 3.0
