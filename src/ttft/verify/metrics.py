@@ -113,16 +113,19 @@ def mean_interval(
 class Thresholds:
     """Where pass ends and fail begins; printed with every report so a verdict can be argued.
 
-    Defaults are set from measurements on the embedded engine: f16 against f16 is bitwise equal
-    (KL 0), while a lever worth flagging moves the mean KL by a few hundredths of a nat.
+    Defaults are set from measurements on the embedded engine (Gemma 3 270M, 1K-2K tokens):
+    f16 against f16 is bitwise equal (KL 0); q8_0 KV moves the mean KL to ~0.003 nats and flips
+    a near-tie now and then; q4_0 KV moves it to 0.1-0.3 nats and loses recalled numbers. Top-1
+    agreement counts the divergent position itself, so one flip in 16 tokens already reads 94%;
+    the identical share is coarse with few probes: both thresholds leave room for that.
     """
 
     pass_kl: float = 0.01  # mean per-position KL (nats) up to here: pass
     fail_kl: float = 0.05  # above: fail
-    pass_top1: float = 0.95  # top-1 agreement over compared positions, at least: pass
-    fail_top1: float = 0.80  # below: fail
-    pass_identical: float = 0.75  # share of continuations identical over N tokens, at least
-    fail_identical: float = 0.25
+    pass_top1: float = 0.90  # top-1 agreement over compared positions, at least: pass
+    fail_top1: float = 0.75  # below: fail
+    pass_identical: float = 0.5  # share of continuations identical over N tokens, at least
+    fail_identical: float = 0.2
     pass_recall_drop: float = 0.0  # recall lost against the baseline (share of probes), at most
     fail_recall_drop: float = 0.25
 
