@@ -84,7 +84,8 @@ LAYERS: dict[str, set[str]] = {
         "doctor",
         "proxy",
     },
-    "report": {"core", "doctor", "lint", "weights", "workload", "engines", "tune"},
+    "verify": {"core", "engines", "workload"},
+    "report": {"core", "doctor", "lint", "weights", "workload", "engines", "tune", "verify"},
 }
 
 

@@ -45,6 +45,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ttft.cli.tune:tune",
         "Sweep engine settings under SLOs and attribute A/B chains; resumable experiments.",
     ),
+    "verify": (
+        "ttft.cli.verify:verify",
+        "Quality verdicts per context length before a speed lever (KV quantization) ships.",
+    ),
     "weights": (
         "ttft.cli.weights:weights",
         "Verify weight files (safetensors, GGUF) and checksum manifests without loading them.",

@@ -1,0 +1,129 @@
+"""``ttft verify quality``: does a speed lever change the answers, and what does it buy?"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ttft.core.errors import TtftError
+from ttft.report.verify import markdown_report, text_report
+from ttft.verify.run import QualityOptions, run_quality
+from ttft.verify.sides import SYNTAX, parse_side
+
+
+def _lengths(value: str) -> tuple[int, ...]:
+    try:
+        out = tuple(
+            int(v.strip().lower().replace("k", "")) * (1024 if "k" in v.lower() else 1)
+            for v in value.split(",")
+            if v.strip()
+        )
+    except ValueError:
+        raise TtftError(
+            f"cannot read --lengths {value!r}", "give e.g. 1024,4096 or 1k,4k"
+        ) from None
+    if not out:
+        raise TtftError("--lengths is empty", "give e.g. 1024,4096")
+    return out
+
+
+@click.group()
+def verify() -> None:
+    """Verdicts on whether a change keeps the answers."""
+
+
+@verify.command()
+@click.option(
+    "--baseline", default="embedded", show_default=True, help=f"Reference side: {SYNTAX}."
+)
+@click.option("--candidate", required=True, help=f"Side under test: {SYNTAX}.")
+@click.option(
+    "--lengths",
+    default="1024,4096",
+    show_default=True,
+    help="Context lengths in tokens (1k = 1024).",
+)
+@click.option(
+    "--samples",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Probes per length.",
+)
+@click.option(
+    "--tokens",
+    "n_tokens",
+    default=16,
+    show_default=True,
+    type=click.IntRange(1, 512),
+    help="Greedy tokens compared per probe.",
+)
+@click.option(
+    "--top-k",
+    "n_probs",
+    default=10,
+    show_default=True,
+    type=click.IntRange(1, 100),
+    help="Top-k probabilities per position for the KL divergence.",
+)
+@click.option(
+    "--parallel",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Slots of an embedded side (the same on both).",
+)
+@click.option(
+    "--threads",
+    default=None,
+    type=click.IntRange(1, 512),
+    help="Threads of an embedded side (default: the engine's).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+)
+def quality(
+    baseline: str,
+    candidate: str,
+    lengths: str,
+    samples: int,
+    n_tokens: int,
+    n_probs: int,
+    parallel: int,
+    threads: int | None,
+    fmt: str,
+) -> int:
+    """Compare a candidate's answers with a baseline's at several context lengths.
+
+    \b
+    Sides are a running llama-server or an embedded engine ttft starts:
+      ttft verify quality --candidate embedded:-ctk=q8_0,-ctv=q8_0
+      ttft verify quality --baseline http://127.0.0.1:8080 --candidate http://127.0.0.1:8081
+
+    Exit code 1 when a length fails, 0 for pass or degraded.
+    """
+    options = QualityOptions(
+        lengths=_lengths(lengths),
+        samples=samples,
+        n_tokens=n_tokens,
+        n_probs=n_probs,
+        parallel=parallel,
+        threads=threads,
+    )
+
+    def progress(label: str, done: int, total: int) -> None:
+        click.echo(f"\r{label}: probe {done}/{total}", err=True, nl=done == total)
+
+    report, _ = run_quality(parse_side(baseline), parse_side(candidate), options, progress)
+    if fmt == "json":
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    elif fmt == "markdown":
+        click.echo(markdown_report(report), nl=False)
+    else:
+        click.echo(text_report(report), nl=False)
+    return 1 if report.verdict == "fail" else 0

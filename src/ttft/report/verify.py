@@ -1,0 +1,97 @@
+"""``verify quality`` as text for a terminal and as Markdown; JSON is the report's own dict."""
+
+from __future__ import annotations
+
+from ttft.verify.quality import LengthSummary, QualityReport
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "n/a" if value is None else format(value, fmt)
+
+
+def _kl(s: LengthSummary) -> str:
+    if s.mean_kl is None:
+        return "n/a"
+    ci = s.mean_kl_ci
+    return f"{s.mean_kl:.4f}" + (f" [{ci.low:.4f}, {ci.high:.4f}]" if ci else "")
+
+
+def _top1(s: LengthSummary) -> str:
+    if s.top1 is None:
+        return "n/a"
+    ci = s.top1_ci
+    return f"{s.top1:.0%}" + (f" [{ci.low:.0%}, {ci.high:.0%}]" if ci else "")
+
+
+HEADER = (
+    "length",
+    "n",
+    "verdict",
+    "mean KL (95% CI)",
+    "max KL",
+    "top-1 agree (95% CI)",
+    "identical",
+    "1st diff",
+    "recall base/cand",
+    "TTFT p50 base/cand ms",
+)
+
+
+def rows(report: QualityReport) -> list[tuple[str, ...]]:
+    return [
+        (
+            str(s.length),
+            str(s.samples),
+            s.verdict,
+            _kl(s),
+            _num(s.max_kl, ".4f"),
+            _top1(s),
+            f"{s.identical_share:.0%}",
+            f"{s.first_divergence_mean:.1f}",
+            f"{s.recall_baseline:.0%}/{s.recall_candidate:.0%}",
+            f"{s.ttft_p50_baseline_ms:.0f}/{s.ttft_p50_candidate_ms:.0f}",
+        )
+        for s in report.lengths
+    ]
+
+
+def text_report(report: QualityReport) -> str:
+    table = [HEADER, *rows(report)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
+    lines = [
+        f"verify quality: {report.candidate} against {report.baseline} "
+        f"({report.n_tokens} greedy tokens per probe)",
+        "",
+    ]
+    for r in table:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    lines.append("")
+    for s in report.lengths:
+        if s.reasons:
+            lines.append(f"{s.length}: {s.verdict} ({'; '.join(s.reasons)})")
+    lines.append("thresholds: " + "; ".join(report.thresholds.describe()))
+    lines.extend(f"note: {n}" for n in report.notes)
+    lines.append(f"verdict: {report.verdict}")
+    lines.append(report.trade())
+    return "\n".join(lines) + "\n"
+
+
+def markdown_report(report: QualityReport) -> str:
+    lines = [
+        f"# verify quality: {report.candidate} against {report.baseline}",
+        "",
+        f"**{report.trade()}** (overall verdict: {report.verdict})",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "| " + " | ".join("---" for _ in HEADER) + " |",
+    ]
+    lines.extend("| " + " | ".join(r) + " |" for r in rows(report))
+    lines.append("")
+    for s in report.lengths:
+        if s.reasons:
+            lines.append(f"- {s.length}: {s.verdict} ({'; '.join(s.reasons)})")
+    lines.append("")
+    lines.append("Thresholds:")
+    lines.extend(f"- {t}" for t in report.thresholds.describe())
+    lines.extend(f"\n> note: {n}" for n in report.notes)
+    return "\n".join(lines) + "\n"
