@@ -20,27 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from process_testkit import wait_gone
 
 pytestmark = pytest.mark.e2e
 
 MARKER = "TTFT_TUNE_RATE_E2E"
-
-
-def _engines_with(marker: str) -> list[int]:
-    """Live llama-server processes whose environment carries ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            cmdline = (entry / "cmdline").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and b"llama-server" in cmdline and f"{MARKER}={marker}".encode() in environ:
-            found.append(int(entry.name))
-    return found
 
 
 @pytest.fixture
@@ -48,10 +32,7 @@ def marker(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     value = uuid.uuid4().hex
     monkeypatch.setenv(MARKER, value)
     yield value
-    deadline = time.monotonic() + 15.0
-    while _engines_with(value) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _engines_with(value) == [], "a llama-server outlived its trial"
+    assert wait_gone(MARKER, value) == [], "a llama-server outlived its trial"
 
 
 def _levels(trial: dict[str, Any]) -> str:
