@@ -365,23 +365,33 @@ def serve_config(
             raise TtftError(
                 f"nginx rejected the configuration:\n{_originals(check.output, copier.files)}"
             )
-        server = ServerProcess(
-            [binary, "-p", f"{prefix}/", "-c", str(main_copy), "-e", "stderr", "-g", "daemon off;"],
-            health_url=f"http://127.0.0.1:{front.port}/",
-            name="nginx",
-            log_path=prefix / "nginx-stderr.log",
-        )
-        server.start()
-        try:
-            wait_for_port(server, front.port, startup_timeout_s)
+        with foreground_nginx(binary, prefix, main_copy, front.port, startup_timeout_s):
             yield RunningProxy(
                 url=f"http://127.0.0.1:{front.port}",
                 notes=tuple(copier.notes),
                 prefix=prefix,
                 config_files=dict(copier.files),
             )
-        finally:
-            server.stop()
+
+
+@contextmanager
+def foreground_nginx(
+    binary: str, prefix: Path, main_conf: Path, port: int, startup_timeout_s: float
+) -> Iterator[ServerProcess]:
+    """nginx in the foreground from a prepared prefix, in its own process group, until the
+    block ends (normally, on an error or on Ctrl-C alike); ready once ``port`` accepts."""
+    server = ServerProcess(
+        [binary, "-p", f"{prefix}/", "-c", str(main_conf), "-e", "stderr", "-g", "daemon off;"],
+        health_url=f"http://127.0.0.1:{port}/",
+        name="nginx",
+        log_path=prefix / "nginx-stderr.log",
+    )
+    server.start()
+    try:
+        wait_for_port(server, port, startup_timeout_s)
+        yield server
+    finally:
+        server.stop()
 
 
 def _originals(output: str, files: Mapping[str, Path]) -> str:

@@ -24,16 +24,16 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ttft.core.errors import TtftError
-from ttft.engines.process import ServerProcess, free_loopback_port
+from ttft.engines.process import free_loopback_port
 from ttft.proxy.nginx import (
     NginxCheck,
+    foreground_nginx,
     nginx_binary,
     nginx_test,
     prepare_prefix,
     require_nginx,
     rootless,
     rootless_fragment,
-    wait_for_port,
 )
 
 __all__ = [
@@ -99,15 +99,5 @@ def run_nginx(
         check = nginx_test(main, prefix, nginx=binary)
         if not check.ok:
             raise TtftError(f"nginx rejected the test configuration:\n{check.output}")
-        server = ServerProcess(
-            [binary, "-p", f"{prefix}/", "-c", str(main), "-e", "stderr", "-g", "daemon off;"],
-            health_url=f"http://127.0.0.1:{port}/",
-            name="nginx",
-            log_path=prefix / "nginx-stderr.log",
-        )
-        server.start()
-        try:
-            wait_for_port(server, port, startup_timeout_s)
+        with foreground_nginx(binary, prefix, main, port, startup_timeout_s):
             yield f"http://127.0.0.1:{port}"
-        finally:
-            server.stop()
