@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from ttft.core.errors import TtftError
 from ttft.core.slo import Slo
 from ttft.core.target import Target
-from ttft.load.bench import run_cells
+from ttft.load.bench import CellResult, run_cells
 from ttft.load.runner import CellPlan, max_overlap
 from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
 from ttft.tune.space import Config
@@ -80,22 +80,23 @@ class HttpTrialSession:
             for item in self.workload.items(concurrency, f"warmup/{label}")
         ]
         items = self.workload.items(count, label)
-        plans = [
-            CellPlan(label, warm, ClosedLoop(concurrency), phase="warmup"),
-            CellPlan(label, items, ClosedLoop(concurrency)),
-        ]
+        warmup = CellPlan(label, warm, ClosedLoop(concurrency), phase="warmup")
+        cell, warmup_s = self._run(warmup, CellPlan(label, items, ClosedLoop(concurrency)))
+        level = level_from_records(concurrency, cell.records, cell.duration_ns, self.slos)
+        return replace(level, warmup_s=warmup_s)
+
+    def _run(self, warmup: CellPlan, measured: CellPlan) -> tuple[CellResult, float]:
+        """The warm-up cell, then the measured one; the measured cell and the warm-up's seconds."""
         result = asyncio.run(
             run_cells(
                 self.target,
-                plans,
+                [warmup, measured],
                 self.sink,
                 extra_body=self.extra_body,
                 timeout_s=self.timeout_s,
             )
         )
-        cell = result.cells[-1]
-        level = level_from_records(concurrency, cell.records, cell.duration_ns, self.slos)
-        return replace(level, warmup_s=result.cells[0].duration_ns / 1e9)
+        return result.cells[-1], result.cells[0].duration_ns / 1e9
 
     def measure_rate(
         self, rate: float, *, seconds: float = 10.0, burstiness: float = 1.0
@@ -116,24 +117,14 @@ class HttpTrialSession:
             burstiness=burstiness,
             distribution="poisson" if burstiness == 1.0 else "gamma",
         )
-        plans = [
+        cell, warmup_s = self._run(
             CellPlan(label, warm, ClosedLoop(slots), phase="warmup"),
             CellPlan(label, self.workload.items(count, label), arrival),
-        ]
-        result = asyncio.run(
-            run_cells(
-                self.target,
-                plans,
-                self.sink,
-                extra_body=self.extra_body,
-                timeout_s=self.timeout_s,
-            )
         )
-        cell = result.cells[-1]
         level = level_from_records(
             max_overlap(cell.records), cell.records, cell.duration_ns, self.slos, rate=rate
         )
-        return replace(level, warmup_s=result.cells[0].duration_ns / 1e9)
+        return replace(level, warmup_s=warmup_s)
 
 
 def open_sink(records: Path, config: Mapping[str, Any], target: Target) -> JsonlSink:
