@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from ttft.core.changes import Change, order_by_cost
+from ttft.core.changes import Change
 from ttft.core.findings import CostTier, Finding
 from ttft.core.plan import Plan, PlanStep, ServiceSpec
 from ttft.core.text_edits import TextEdit
@@ -56,17 +56,14 @@ def build_plan(
                 continue
             unapplied.append(f"{f.rule}: {f.action or f.title}")
             continue
-        key = Change(change.label, change.flags, change.unset, (), change.transforms,
-                     change.url, change.gateway, change.client)  # fmt: skip
-        if key in seen:
+        if change in seen:  # the same fix found twice (e.g. by two steps)
             continue
-        seen.append(key)
+        seen.append(change)
         steps.append(PlanStep(change, why=f.title, expected_gain_ms=f.expected_gain_ms))
-    ordered = order_by_cost(s.change for s in steps)
-    by_change = {id(s.change): s for s in steps}
     return Plan(
         service=service,
-        steps=tuple(by_change[id(c)] for c in ordered),
+        # Cheapest first; equal costs keep the report's order (a stable sort).
+        steps=tuple(sorted(steps, key=lambda s: s.change.cost_key())),
         unapplied=tuple(unapplied),
         source=source,
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

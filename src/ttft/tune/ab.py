@@ -285,7 +285,7 @@ def _run_arm(
 
 
 def as_arm_runner(runner: TrialRunner | ArmRunner) -> ArmRunner:
-    if isinstance(runner, ConfigArmRunner) or hasattr(runner, "open_arm"):
+    if hasattr(runner, "open_arm"):
         return runner  # type: ignore[return-value]
     return ConfigArmRunner(runner)
 
