@@ -163,9 +163,9 @@ class ServiceRunner:
                 if self.service.restart:
                     launch, startup = self._restart(change, url)
             if change.gateway is not None:
-                upstream = engine_url if self.engine_argv is not None else self.service.direct_url
-                assert upstream is not None  # manual_reason refused a gateway without one
-                url = self._start_gateway(stack, change.gateway, upstream)
+                # ttft's engine, or the live one's own address (manual_reason asks for it).
+                assert engine_url is not None
+                url = self._start_gateway(stack, change.gateway, engine_url)
             headers = {"Accept-Encoding": self.service.accept_encoding}
             kind = self.service.engine or "llamacpp"
             # The model name comes from /v1/models, asked without the clients' Accept-Encoding
@@ -174,8 +174,8 @@ class ServiceRunner:
             target = dataclasses.replace(target, headers=headers)
             sink = stack.enter_context(open_sink(records, change.to_dict(), target))
             # The template comes from the engine itself (the proxy may not pass /props).
-            control = Target(engine_url or url, None, None, kind) if engine_url else target
-            rendered = with_template(workload, dataclasses.replace(control, engine_kind=kind))
+            control = Target(engine_url, None, None, kind) if engine_url else target
+            rendered = with_template(workload, control)
             yield HttpTrialSession(
                 target,
                 rendered,
