@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from ttft.testing.sse_script import Piece, Script, render
 
@@ -86,8 +86,8 @@ class _Conn(asyncio.Protocol):
         self.log: RequestLog | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A cast, not an isinstance check: uvloop's transports are not asyncio.Transport.
+        self.transport = cast(asyncio.Transport, transport)
         self.server._conns.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
