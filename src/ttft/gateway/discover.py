@@ -81,7 +81,7 @@ def apply_slots(
     admission.max_in_flight = slots
     admission.long_reserve = resolve_long_reserve(configured_reserve, slots)
     if pin and admission.split_lanes and admission.long_reserve > 0:
-        replica.slot_pins = SlotPins(slots)
+        replica.slot_pins = SlotPins(slots, admission.long_reserve)
     replica.cap_from_engine = False
     admission.dispatch()
 

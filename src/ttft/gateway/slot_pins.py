@@ -9,9 +9,13 @@ the next batch, and it waits at most for the batch being computed (``-b`` tokens
 mean a shorter wait, at some cost to long-prompt throughput). Long requests take the highest free
 slots, away from the short lane's.
 
-A free slot that last served the same prefix key (the routing key: the prompt's leading blocks)
-is preferred, so pinning keeps what llama-server's own slot choice gave: the prefix cache of the
-slot that saw that prefix.
+For a long request, a free slot outside the short lane's reserve that last served the same
+prefix key (the routing key: the prompt's leading blocks) is preferred, so pinning keeps what
+llama-server's own slot choice gave, the prefix cache of the slot that saw that prefix. The key
+never pulls a long request into the reserved low slots: many prompts share a key (every prompt
+without a system message shares the template's header), and a long prompt in slot 0 is exactly
+what the reserve is for avoiding. Short requests always take the lowest free slot: their prefill
+is cheap, their place in the batch is what counts.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from ttft.gateway.admission import LONG
 class SlotPins:
     """Free and busy slot ids of one llama-server replica. All calls run on the event loop."""
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, reserve: int = 1) -> None:
         self.slots = slots
+        self.reserve = reserve  # slots 0 .. reserve-1 are the short lane's
         self._free = set(range(slots))
         self._last_key: dict[int, int | None] = {}
 
@@ -37,13 +42,12 @@ class SlotPins:
         use the engine directly)."""
         if not self._free:
             return None
-        if key is not None:
-            same = [s for s in self._free if self._last_key.get(s) == key]
-            if same:
-                slot = max(same) if lane == LONG else min(same)
-                self._free.discard(slot)
-                return slot
-        slot = max(self._free) if lane == LONG else min(self._free)
+        if lane == LONG:
+            region = [s for s in self._free if s >= self.reserve] or list(self._free)
+            same = [s for s in region if key is not None and self._last_key.get(s) == key]
+            slot = max(same or region)
+        else:
+            slot = min(self._free)
         self._free.discard(slot)
         self._last_key[slot] = key
         return slot

@@ -11,7 +11,7 @@ from ttft.gateway.slot_pins import SlotPins, with_slot
 
 
 def test_short_requests_take_the_lowest_free_slot_and_long_ones_the_highest() -> None:
-    pins = SlotPins(4)
+    pins = SlotPins(4, reserve=1)
     assert pins.take(LONG) == 3
     assert pins.take(SHORT) == 0
     assert pins.take(LONG) == 2
@@ -21,15 +21,31 @@ def test_short_requests_take_the_lowest_free_slot_and_long_ones_the_highest() ->
     assert pins.take(SHORT) == 0
 
 
-def test_a_free_slot_that_served_the_same_prefix_is_preferred() -> None:
-    pins = SlotPins(3)
-    first = pins.take(LONG, key=42)
-    assert first == 2
-    pins.give_back(first)
-    other = pins.take(LONG, key=7)
-    assert other == 2  # no slot saw key 7: the highest free one
-    pins.give_back(other)
-    assert pins.take(SHORT, key=7) == 2  # the prefix's slot wins over the lowest free slot
+def test_a_long_request_prefers_the_free_slot_that_served_its_prefix() -> None:
+    pins = SlotPins(4, reserve=1)
+    assert pins.take(LONG, key=42) == 3
+    assert pins.take(LONG, key=7) == 2
+    pins.give_back(3)
+    pins.give_back(2)
+    assert pins.take(LONG, key=7) == 2  # key 7's slot, not the highest free one
+
+
+def test_a_shared_prefix_key_never_pulls_a_long_request_into_the_reserved_slot() -> None:
+    """Every prompt without a system message shares the template header's key: a short request
+    in slot 0 must not make the next long one with that key land in slot 0."""
+    pins = SlotPins(2, reserve=1)
+    assert pins.take(SHORT, key=1) == 0
+    pins.give_back(0)
+    assert pins.take(LONG, key=1) == 1
+    assert pins.take(SHORT, key=1) == 0
+
+
+def test_long_requests_take_reserved_slots_only_when_nothing_else_is_free() -> None:
+    pins = SlotPins(2, reserve=1)
+    assert pins.take(SHORT) == 0
+    assert pins.take(SHORT) == 1
+    pins.give_back(0)
+    assert pins.take(LONG) == 0
 
 
 def test_giving_back_a_slot_twice_or_out_of_range_changes_nothing() -> None:
