@@ -6,7 +6,9 @@ Which text counts (the rules tools disagree on, written down once):
   reasoning; ``delta.tool_calls[].function.arguments`` is output too (a tool call is the answer).
 - completions: ``choices[].text`` is output.
 - An empty string or ``null`` is no token: a role-only first chunk (``{"role": "assistant",
-  "content": null}``) reaches the "first event" rung and nothing more.
+  "content": null}``) reaches the "first event" and "role" rungs and nothing more.
+- Beside the token rungs: the first chunk announcing a role, the first reasoning text, and the
+  first non-empty ``tool_calls`` list (even with empty arguments) each get a rung of their own.
 - ``usage`` and llama-server's ``timings`` are read from whichever chunk carries them (the one with
   ``finish_reason``, or the extra ``choices: []`` chunk that ``include_usage`` adds); the last wins.
 """
@@ -109,6 +111,10 @@ class ChunkReader:
         if chunk.get("error"):
             self._fail(errors.STREAM_ERROR, error_message(chunk), t_ns)
             return
+        if record.response_id is None:
+            response_id = chunk.get("id")
+            if type(response_id) is str:
+                record.response_id = response_id
         choices = chunk.get("choices")
         if choices:
             self._choices(choices, t_ns)
@@ -127,6 +133,8 @@ class ChunkReader:
         # Hot path (once per token): exact type checks and the usual shapes first.
         content = 0
         reasoning = 0
+        role = False
+        tool_call = False
         for choice in choices if type(choices) is list else ():
             if type(choice) is not dict:
                 continue
@@ -142,23 +150,33 @@ class ChunkReader:
             if type(text) is str:
                 content += len(text)
             if len(delta) > 1 or text is None:  # more than {"content": ...}: look further
+                role = role or delta.get("role") is not None
                 reasoning += _text_len(delta.get("reasoning_content"))
                 reasoning += _text_len(delta.get("reasoning"))
                 calls = delta.get("tool_calls")
-                if type(calls) is list:
+                if type(calls) is list and calls:
+                    tool_call = True
                     for call in calls:
                         fn = call.get("function") if type(call) is dict else None
                         if type(fn) is dict:
                             content += _text_len(fn.get("arguments"))
+        record = self.record
+        if role and record.first_role_ns is None:
+            record.first_role_ns = t_ns
+        if tool_call and record.first_tool_call_ns is None:
+            # The first tool-call delta often names the function with empty arguments: it is
+            # the first sign of the call, not yet a token of it.
+            record.first_tool_call_ns = t_ns
         if not content and not reasoning:
             return
-        record = self.record
         record.chunk_ns.append(t_ns)
         record.output_text_chars += content + reasoning
         if record.first_content_ns is None:
             record.first_content_ns = t_ns
         if content and record.first_output_ns is None:
             record.first_output_ns = t_ns
+        if reasoning and record.first_reasoning_ns is None:
+            record.first_reasoning_ns = t_ns
 
     def _usage(self, usage: dict[str, Any]) -> None:
         record = self.record

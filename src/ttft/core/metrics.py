@@ -79,6 +79,11 @@ def _tpot(record: RequestRecord) -> float | None:
     return (end - first) / (tokens - 1)
 
 
+def _second_token(record: RequestRecord) -> int | None:
+    chunks = record.chunk_ns
+    return _interval(record.sent_ns, chunks[1]) if len(chunks) > 1 else None
+
+
 def _itl(record: RequestRecord) -> list[Number]:
     chunks = record.chunk_ns
     return [later - earlier for earlier, later in pairwise(chunks)]
@@ -125,6 +130,30 @@ METRICS: tuple[AnyMetric, ...] = (
         DURATION_UNIT,
         "sent -> first SSE event (may be a role-only chunk, not a token)",
         lambda r: _interval(r.sent_ns, r.first_event_ns),
+    ),
+    Metric(
+        "time_to_role_chunk",
+        DURATION_UNIT,
+        "sent -> first chunk announcing the assistant's role (delta.role), with or without text",
+        lambda r: _interval(r.sent_ns, r.first_role_ns),
+    ),
+    Metric(
+        "time_to_first_reasoning",
+        DURATION_UNIT,
+        "sent -> first non-empty reasoning text (reasoning_content / reasoning)",
+        lambda r: _interval(r.sent_ns, r.first_reasoning_ns),
+    ),
+    Metric(
+        "time_to_first_tool_call",
+        DURATION_UNIT,
+        "sent -> first chunk with a non-empty delta.tool_calls (arguments may still be empty)",
+        lambda r: _interval(r.sent_ns, r.first_tool_call_ns),
+    ),
+    Metric(
+        "time_to_second_token",
+        DURATION_UNIT,
+        "sent -> the second chunk that carried text (content, reasoning or tool arguments)",
+        _second_token,
     ),
     Metric(
         "client_wait",

@@ -62,6 +62,22 @@ class RequestRecord:
     server_timings: dict[str, float] | None = None
     content_encoding: str | None = None  # of the response: "gzip" on a stream is a red flag
     error: ErrorInfo | None = None
+    # Appended later, all with defaults, so files written before them still read back.
+    first_role_ns: int | None = None  # first chunk whose delta announces a role (may carry text)
+    first_reasoning_ns: int | None = None  # first non-empty reasoning text
+    first_tool_call_ns: int | None = None  # first chunk with a non-empty delta.tool_calls
+    request_id: str | None = None  # the X-Request-Id this request was sent with
+    server_request_id: str | None = None  # the x-request-id the response echoed, if any
+    response_id: str | None = None  # the stream's own chunk "id" (chatcmpl-...), if any
+
+    @property
+    def request_id_mismatch(self) -> bool:
+        """The server echoed an X-Request-Id other than ours: its timings may be another's."""
+        return (
+            self.request_id is not None
+            and self.server_request_id is not None
+            and self.server_request_id != self.request_id
+        )
 
     @property
     def ok(self) -> bool:
