@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
+import secrets
 import ssl
 import time
 from collections.abc import Mapping
@@ -63,6 +64,9 @@ class _LadderSink:
         record = self._record
         record.status = head.status
         record.headers_ns = t_ns - self._anchor
+        echoed = head.headers.get("x-request-id")
+        if echoed:
+            record.server_request_id = echoed.strip()
         encoding = head.headers.get("content-encoding")
         if encoding:
             record.content_encoding = encoding.strip().lower()
@@ -116,6 +120,25 @@ class _LadderSink:
             message = error_message(_json_or_text(body)) if body else exc.message
             return ErrorInfo(errors.kind_for_status(status), message, status)
         return ErrorInfo(exc.kind, exc.message, exc.status if exc.status is not None else status)
+
+
+def new_id_prefix() -> str:
+    """A run-scoped request-id prefix: unlikely to repeat across runs or processes."""
+    return f"ttft-{secrets.token_hex(4)}"
+
+
+def _id_header(request_id: str) -> bytes:
+    """The ``X-Request-Id`` header line; an id that cannot be a header value is an input error."""
+    try:
+        line = f"X-Request-Id: {request_id}\r\n".encode("ascii")
+    except UnicodeEncodeError:
+        line = b""
+    if not line or not request_id.isprintable() or len(request_id) > 200:
+        raise TtftError(
+            f"request id {request_id[:60]!r} cannot be sent as an X-Request-Id header",
+            "use printable ASCII of at most 200 characters",
+        )
+    return line
 
 
 def _json_or_text(body: bytes) -> object:
@@ -199,6 +222,10 @@ class StreamingClient:
         self._headers = merged
         self._heads: dict[str, bytes] = {}  # per API: the request head before Content-Length
         self._require_done = require_done
+        self._id_prefix = new_id_prefix()
+        # A user's own X-Request-Id header wins; records then carry that id.
+        self._user_id = given["x-request-id"][1] if "x-request-id" in given else None
+        self._sent = 0
         context: ssl.SSLContext | None = None
         if parts.scheme == "https":
             context = ssl.create_default_context()
@@ -247,18 +274,26 @@ class StreamingClient:
         """Send one request, fill ``record``'s ladder, return it. Failures go to ``record.error``.
 
         ``record.scheduled_ns`` is the caller's; when left ``None`` it is set to now, so that
-        ``sent - scheduled`` still shows the client's own preparation time.
+        ``sent - scheduled`` still shows the client's own preparation time. The request carries
+        ``X-Request-Id: record.request_id``; a record without one gets this client's prefix and
+        a counter, so every request can be found in the server's logs.
         """
         anchor_ns = anchor.monotonic_ns
         if record.scheduled_ns is None:
             record.scheduled_ns = time.perf_counter_ns() - anchor_ns
+        if self._user_id is not None:
+            record.request_id = self._user_id
+        elif record.request_id is None:
+            self._sent += 1
+            record.request_id = f"{self._id_prefix}-x{self._sent}"
         api, body = prepare(request, self.model)
         head = self._heads.get(api)
         if head is None:
             head = self._heads[api] = request_head(
                 "POST", self.path_for(api), self._host_header, self._headers
             )
-        payload = with_body(head, _dumps(body).encode())
+        id_line = b"" if self._user_id is not None else _id_header(record.request_id)
+        payload = with_body(head + id_line, _dumps(body).encode())
         sink = _LadderSink(record, anchor_ns, self._require_done)
         parser = ResponseParser(sink)
         limit = self.timeout_s if isinstance(timeout_s, _Unset) else timeout_s

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ttft.core.errors import TtftError
+from ttft.core.identity import mismatch_notice
 from ttft.core.metrics import HEADLINE, METRICS, output_tokens
 from ttft.core.records import RequestRecord
 from ttft.core.slo import Slo, SloVerdict, count_good, evaluate
@@ -270,6 +271,9 @@ def _summarize_phase(
         warnings=[],
     )
     summary.warnings = _notices(summary, slos, client_lag_ns)
+    identity = mismatch_notice(records)
+    if identity is not None:
+        summary.warnings.insert(0, identity)
     return summary
 
 

@@ -7,13 +7,14 @@ imports point one way and tests can drive it with any sender.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ttft.core.records import ErrorInfo, RequestRecord, RunAnchor
-from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop
+from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop, Replay
 from ttft.workload.requests import WorkItem
 
 
@@ -35,24 +36,32 @@ class CellPlan:
     items: Sequence[WorkItem]
     arrival: Arrival
     phase: str = "warm"
-    max_in_flight: int | None = None  # open loop only: a cap makes client-side waiting visible
+    max_in_flight: int | None = None  # open loop, replay: a cap makes client-side waiting visible
     meta: dict[str, object] = field(default_factory=dict)
 
 
 class Runner:
     """Runs cells against one sender; numbers records across the whole run."""
 
-    def __init__(self, sender: Sender, anchor: RunAnchor, on_record: OnRecord) -> None:
+    def __init__(
+        self, sender: Sender, anchor: RunAnchor, on_record: OnRecord, id_prefix: str | None = None
+    ) -> None:
         self.sender = sender
         self.anchor = anchor
         self.on_record = on_record
         self._next_index = 0
+        # Every request's X-Request-Id is this prefix and its record index: unique in the run,
+        # and it names the record in the server's own logs.
+        self.id_prefix = id_prefix or f"ttft-{secrets.token_hex(4)}"
 
     def _now(self) -> int:
         return time.perf_counter_ns() - self.anchor.monotonic_ns
 
     def _new_record(self, plan: CellPlan) -> RequestRecord:
-        record = RequestRecord(index=self._next_index, cell=plan.cell, phase=plan.phase)
+        index = self._next_index
+        record = RequestRecord(
+            index=index, cell=plan.cell, phase=plan.phase, request_id=f"{self.id_prefix}-{index}"
+        )
         self._next_index += 1
         return record
 
@@ -88,7 +97,7 @@ class Runner:
         await asyncio.gather(*(worker() for _ in range(workers)))
         return results
 
-    async def _open(self, plan: CellPlan, arrival: OpenLoop) -> list[RequestRecord]:
+    async def _open(self, plan: CellPlan, arrival: OpenLoop | Replay) -> list[RequestRecord]:
         offsets = arrival.schedule_ns(len(plan.items))
         limit = asyncio.Semaphore(plan.max_in_flight) if plan.max_in_flight else None
         start = self._now()

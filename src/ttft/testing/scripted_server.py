@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from types import TracebackType
 from typing import Any, cast
 
-from ttft.testing.sse_script import Piece, Script, render
+from ttft.testing.sse_script import Piece, Script, render, with_request_id
 
 ScriptFn = Callable[[str, dict[str, Any]], Script]
 _API = {"/v1/chat/completions": "chat", "/v1/completions": "completions"}
@@ -153,6 +153,10 @@ class _Conn(asyncio.Protocol):
         )
         self.server.logs.append(self.log)
         self.pieces = self.server.pieces_for(script, api)
+        if script.echo_request_id != "none":
+            sent = headers.get("x-request-id", "")
+            echo = sent if script.echo_request_id == "same" else f"other-{sent}"
+            self.pieces = with_request_id(self.pieces, echo)
         self.next_piece = 0
         self.base = asyncio.get_running_loop().time()
         self._advance()

@@ -56,6 +56,9 @@ class Script:
     keep_alive: bool = True
     silent_close: bool = False  # close after the answer without "Connection: close" (llama-server)
     ignore_stream: bool = False  # answer one JSON completion, as servers that ignore stream=true
+    # Echo the request's X-Request-Id in the response head, as vLLM does ("same"), or a wrong
+    # one ("other": what a confused proxy would send back).
+    echo_request_id: Literal["none", "same", "other"] = "none"
 
     def merged(self, overrides: dict[str, Any] | None) -> Script:
         """This script with the given fields replaced (unknown fields are an error)."""
@@ -234,6 +237,15 @@ def _events(script: Script, api: str, index: int, model: str, at: int) -> list[P
     if script.done:
         out.append(Piece(at, "done", _sse("[DONE]", crlf)))
     return out
+
+
+def with_request_id(pieces: list[Piece], request_id: str) -> list[Piece]:
+    """The pieces with ``X-Request-Id: request_id`` added to the head (a copy: pieces are
+    cached per script and shared between requests)."""
+    head = pieces[0]
+    line = f"X-Request-Id: {request_id}\r\n".encode("latin-1")
+    data = head.data.replace(b"\r\n", b"\r\n" + line, 1)
+    return [Piece(head.offset_ns, head.kind, data, head.close), *pieces[1:]]
 
 
 def _frame(script: Script, at: int, events: list[Piece]) -> list[Piece]:
