@@ -16,6 +16,7 @@ from ttft.cli.bench_setup import PROFILES
 from ttft.cli.html_output import html_option
 from ttft.cli.options import BenchOptions
 from ttft.cli.target_options import TargetOptions, target_options
+from ttft.cli.trace_options import trace_options
 from ttft.core.errors import TtftError
 
 
@@ -116,6 +117,7 @@ from ttft.core.errors import TtftError
     "--seed", default="ttft", show_default=True, help="Prompt seed (same seed, same prompts)."
 )
 @html_option
+@trace_options
 @click.pass_context
 def bench(ctx: click.Context, /, target: TargetOptions, **opts: Any) -> None:
     """Measure streaming TTFT at the client, per prompt length x load level.
@@ -131,13 +133,15 @@ def bench(ctx: click.Context, /, target: TargetOptions, **opts: Any) -> None:
       ttft bench --url http://127.0.0.1:8000 --slo 'ttft:p99<600ms'
       ttft bench --url URL --rate 2 --rate 8 --requests 100
       ttft bench --html                            # + results/.../report.html with charts
+      ttft bench --trace mooncake.jsonl --api completions --speed 2   # replay a trace
       ttft bench compare before/summary.json after/summary.json
     """
     if ctx.invoked_subcommand is not None:
         return
     from ttft.cli.bench_run import execute
 
-    execute(BenchOptions(target=target, **opts))
+    given = ctx.get_parameter_source("max_tokens") != click.core.ParameterSource.DEFAULT
+    execute(BenchOptions(target=target, **opts, max_tokens_given=given))
 
 
 @bench.command("compare")

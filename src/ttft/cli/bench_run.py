@@ -21,6 +21,8 @@ from ttft.cli.bench_setup import (
     parse_shared_prefix,
 )
 from ttft.cli.options import BenchOptions
+from ttft.cli.trace_options import describe as describe_trace
+from ttft.cli.trace_options import embedded_settings, reuse_note, trace_spec
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.core.slo import parse_slos
@@ -29,6 +31,7 @@ from ttft.engines.control import ControlClient, complete_target
 from ttft.load.plan import check_fits_context
 from ttft.load.runner import CellPlan
 from ttft.load.session import SessionHooks, SessionResult, run_session
+from ttft.load.trace_plan import load_trace, needs_tokenizer
 from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop, parse_rate
 from ttft.workload.spec import WorkloadSpec
 
@@ -64,6 +67,7 @@ def _spec(options: BenchOptions, profile_name: str) -> WorkloadSpec:
         raise TtftError("choose one of --prompt-file, --sharegpt and --shared-prefix")
     if options.max_tokens < 1:
         raise TtftError("--max-tokens must be at least 1")
+    trace = trace_spec(options)
     return WorkloadSpec(
         buckets=buckets,
         requests=options.n_requests if options.n_requests is not None else profile.requests,
@@ -76,6 +80,7 @@ def _spec(options: BenchOptions, profile_name: str) -> WorkloadSpec:
         seed=options.seed,
         arrivals=arrivals,
         max_in_flight=options.max_in_flight,
+        trace=trace,
     )
 
 
@@ -93,11 +98,15 @@ def _target(
 
     longest = max(spec.buckets) if spec.shared_prefix is None else sum(spec.shared_prefix)
     ctx = embedded_ctx_size(longest, spec.max_tokens, EMBEDDED_SLOTS)
+    extra: tuple[str, ...] = ()
+    if spec.trace is not None:
+        longest, extra = embedded_settings(spec)
+        ctx = embedded_ctx_size(longest, 0, EMBEDDED_SLOTS)
     console.print(
         f"[dim]starting the embedded engine (llama-server, Gemma 3 270M, "
-        f"{EMBEDDED_SLOTS} slots, context {ctx}) ...[/dim]"
+        f"{EMBEDDED_SLOTS} slots, context {ctx}{''.join(' ' + a for a in extra)}) ...[/dim]"
     )
-    with launch_embedded(ctx_size=ctx, parallel=EMBEDDED_SLOTS) as engine:
+    with launch_embedded(ctx_size=ctx, parallel=EMBEDDED_SLOTS, extra_args=extra) as engine:
         console.print(f"[dim]ready in {engine.startup_s:.2f} s at {engine.base_url}[/dim]")
         yield (
             Target(
@@ -162,23 +171,31 @@ def execute(options: BenchOptions) -> None:
     records_path = out_dir / "records.jsonl"
     levels = ", ".join(a.label() for a in spec.arrivals)
     shape = (
-        f"prefix {spec.shared_prefix[0]}+{spec.shared_prefix[1]} tokens"
+        describe_trace(spec.trace)
+        if spec.trace
+        else f"prefix {spec.shared_prefix[0]}+{spec.shared_prefix[1]} tokens"
         if spec.shared_prefix
         else "prompts from file"
         if spec.prompt_file or spec.sharegpt_file
         else "/".join(str(b) for b in spec.buckets) + " tokens"
     )
+    sizes = f" x {levels}, {spec.requests} requests per cell" if spec.trace is None else ""
     console.print(
-        f"[bold]ttft bench[/bold] ({profile} defaults): {shape} x {levels}, "
-        f"{spec.requests} requests per cell; records -> {records_path}"
+        f"[bold]ttft bench[/bold] ({profile} defaults): {shape}{sizes}; records -> {records_path}"
     )
     with _target(options, spec, console) as (target, fresh):
         check_fits_context(spec, ControlClient(target).context_limit())
         uses_files = options.prompt_file is not None or options.sharegpt is not None
+        if spec.trace is not None:
+            uses_files = not needs_tokenizer(load_trace(spec.trace))
         tokenizer = None if uses_files else make_tokenizer(options.tokenizer_path, target)
         result = _run_with_progress(
             target, spec, tokenizer, records_path, fresh, slos, options, console
         )
+    reuse = reuse_note(result.bench) if spec.trace is not None else None
+    if reuse is not None:
+        result.notes.append(reuse[0])
+        result.summary.meta["trace_reuse"] = reuse[1]
     _write_report(result.summary, result.notes, out_dir, console, options.html_path)
     if slos and not all(cell.slos_passed for cell in result.summary.cells):
         raise click.exceptions.Exit(1)

@@ -35,6 +35,12 @@ class BenchOptions:
     cold_samples: int | None
     seed: str
     html_path: str | None = None  # --html: "" for the default place, else a file
+    trace_path: Path | None = None  # --trace and its settings (cli/trace_options.py)
+    trace_format: str = "auto"
+    speed: float = 1.0
+    block_size: int = 512
+    trace_limit: int | None = None
+    max_tokens_given: bool = True  # False: --max-tokens is its default (a trace keeps its own)
 
     @property
     def profile_name(self) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 from ttft.core.errors import TtftError
 from ttft.load.runner import CellPlan
-from ttft.workload.arrival import Arrival, OpenLoop
+from ttft.workload.arrival import Arrival, OpenLoop, Replay
 from ttft.workload.builders import from_jsonl, from_sharegpt, length_buckets, shared_prefix
 from ttft.workload.requests import WorkItem
 from ttft.workload.spec import WorkloadSpec
@@ -18,6 +18,11 @@ Progress = Callable[[int, int], None]
 def check_fits_context(spec: WorkloadSpec, limit: int | None) -> None:
     """Refuse up front a bucket the server cannot take (``limit``: its tokens per request, None
     when it does not say), instead of sending hundreds of requests that get HTTP 400."""
+    if spec.trace is not None:
+        from ttft.load.trace_plan import check_trace_fits, load_trace
+
+        check_trace_fits(load_trace(spec.trace), spec.trace, limit)
+        return
     if limit is None or spec.prompt_file is not None or spec.sharegpt_file is not None:
         return
     longest = sum(spec.shared_prefix) if spec.shared_prefix else max(spec.buckets)
@@ -56,6 +61,10 @@ def build_cells(
     finds an earlier cell's prompt in the prefix cache; the same seed gives the same prompts in
     every run, so runs are comparable.
     """
+    if spec.trace is not None:
+        from ttft.load.trace_plan import trace_cells
+
+        return trace_cells(spec, tokenizer, progress=progress)
     if spec.requests < 1:
         raise TtftError(f"--requests must be at least 1, not {spec.requests}")
     cells: list[CellPlan] = []
@@ -129,5 +138,5 @@ def build_cells(
 
 
 def _plan(label: str, items: list[WorkItem], arrival: Arrival, spec: WorkloadSpec) -> CellPlan:
-    limit = spec.max_in_flight if isinstance(arrival, OpenLoop) else None
+    limit = spec.max_in_flight if isinstance(arrival, OpenLoop | Replay) else None
     return CellPlan(label, items, arrival, max_in_flight=limit)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ttft.core.records import ErrorInfo, RequestRecord, RunAnchor
+from ttft.load.pacing import sleep_until
 from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop, Replay
 from ttft.workload.requests import WorkItem
 
@@ -111,9 +112,7 @@ class Runner:
 
         for item, offset in zip(plan.items, offsets, strict=True):
             due = start + offset
-            delay = (due - self._now()) / 1e9
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await sleep_until(due, self._now)
             record = self._new_record(plan)
             # The planned time, not when we got round to it: client lag shows as client_wait.
             record.scheduled_ns = due

@@ -65,7 +65,7 @@ def _calibrate(
     """The chat template's own tokens (so bucket lengths are what the server processes), and
     whether the next request is still the server's first (a calibration request may take it)."""
     uses_files = spec.prompt_file is not None or spec.sharegpt_file is not None
-    if tokenizer is None or uses_files or spec.shared_prefix is not None:
+    if tokenizer is None or uses_files or spec.shared_prefix is not None or spec.trace:
         return 0, fresh_server
     _stage(hooks, "measuring the chat template's own tokens")
     overhead = template_overhead_without_inference(target, tokenizer) if spec.api == "chat" else 0
@@ -108,6 +108,10 @@ def run_session(
     cells, lead_items = build_cells(
         lead_spec, tokenizer, template_overhead=overhead or 0, progress=hooks.on_build
     )
+    for plan in cells:
+        extra = plan.meta.get("notes")  # what building a cell found (a trace's notes)
+        if isinstance(extra, list):
+            notes.extend(str(note) for note in extra)
     cold_items = lead_items[:1] if fresh_server else []
     warmup = lead_items[len(cold_items) :]
     anchor = RunAnchor.now()

@@ -62,7 +62,28 @@ class OpenLoop:
         return offsets
 
 
-Arrival = ClosedLoop | OpenLoop
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """Requests at the offsets a trace recorded (ns after its first arrival), ``speed`` times as
+    fast: 2 halves every gap, 0.5 doubles it. Like ``OpenLoop``, fixed before the first request.
+    """
+
+    offsets_ns: tuple[int, ...]
+    speed: float = 1.0
+
+    def label(self) -> str:
+        return "replay" if self.speed == 1.0 else f"replay x{self.speed:g}"
+
+    def schedule_ns(self, count: int) -> list[int]:
+        """The first ``count`` offsets, scaled by the speed."""
+        if not (self.speed > 0 and self.speed != float("inf")):
+            raise TtftError(f"--speed must be a number above 0, not {self.speed}", "e.g. --speed 2")
+        if count > len(self.offsets_ns):
+            raise TtftError(f"the trace has {len(self.offsets_ns)} arrivals, not {count}")
+        return [round(offset / self.speed) for offset in self.offsets_ns[:count]]
+
+
+Arrival = ClosedLoop | OpenLoop | Replay
 
 
 def parse_rate(text: str) -> float:

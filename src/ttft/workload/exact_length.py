@@ -7,19 +7,20 @@ from ttft.workload.text_source import sentence_text
 from ttft.workload.tokenizer import Tokenizer
 
 
-def text_of_tokens(tokenizer: Tokenizer, n_tokens: int, seed: str) -> str:
+def text_of_tokens(tokenizer: Tokenizer, n_tokens: int, seed: str, lead: str = "") -> str:
     """A prose text that ``tokenizer`` encodes to exactly ``n_tokens`` tokens.
 
     Cutting token ids and decoding can merge differently at the cut when re-encoded, so the text
-    is re-checked and the cut moved until the count is exact.
+    is re-checked and the cut moved until the count is exact. ``lead`` starts the text (a space
+    makes a block that joins cleanly after another one: see ``workload/mooncake.py``).
     """
     if n_tokens <= 0:
         return ""
     n_words = max(8, int(n_tokens * 1.1) + 8)
-    ids = tokenizer.encode(sentence_text(seed, n_words))
+    ids = tokenizer.encode(lead + sentence_text(seed, n_words))
     while len(ids) < n_tokens + 4:
         n_words *= 2
-        ids = tokenizer.encode(sentence_text(seed, n_words))
+        ids = tokenizer.encode(lead + sentence_text(seed, n_words))
     cut = n_tokens
     for _ in range(12):
         text = tokenizer.decode(ids[:cut])

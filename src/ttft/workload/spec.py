@@ -9,11 +9,12 @@ from pathlib import Path
 
 from ttft.workload.arrival import Arrival, ClosedLoop
 from ttft.workload.requests import ApiStyle
+from ttft.workload.trace import TraceSpec
 
 
 @dataclass
 class WorkloadSpec:
-    """Which prompts: length buckets (default), a shared-prefix set, or a file."""
+    """Which prompts: length buckets (default), a shared-prefix set, a file, or a trace."""
 
     buckets: Sequence[int] = (512, 2400, 8000)
     requests: int = 200
@@ -26,3 +27,4 @@ class WorkloadSpec:
     seed: str = "ttft"
     arrivals: Sequence[Arrival] = field(default_factory=lambda: [ClosedLoop(c) for c in (1, 8, 32)])
     max_in_flight: int | None = None
+    trace: TraceSpec | None = None  # replay a timed trace instead (one cell; arrivals unused)
