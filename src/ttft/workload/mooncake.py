@@ -125,8 +125,8 @@ def mooncake_items(
             raise TtftError(
                 f"trace line {request.line}: the synthesised prompt is {built} tokens, not the "
                 f"trace's {expected}: this tokenizer merges tokens across block joins",
-                "replay with --api chat/completions through another --tokenizer, or a trace "
-                "of request bodies (--trace-format jsonl)",
+                "give the model's own tokenizer with --tokenizer, or replay a JSONL trace of "
+                "request bodies instead",
             )
         deviations.append(deviation)
         out = _max_tokens(request, max_tokens)

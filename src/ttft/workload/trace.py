@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field, replace
-from itertools import pairwise
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
@@ -181,7 +181,7 @@ def _arrival_ns(value: Any, name: str, where: str) -> int:
             "give 'timestamp' for milliseconds, or divide by 1000",
         )
     scale = NS_PER_MS if name == _MS_FIELD else NS_PER_S
-    return round(number * scale)
+    return round(Fraction(number) * scale)  # exact: epoch ms times 1e6 overflows a float's digits
 
 
 def _count(obj: dict[str, Any], name: str, minimum: int, where: str) -> int:
@@ -266,12 +266,15 @@ def read_trace(
         else:
             parsed.append(_body(obj, line, t_ns, path, where))
     notes: list[str] = []
-    out_of_order = sum(1 for a, b in pairwise(parsed) if b.offset_ns < a.offset_ns)
+    latest, out_of_order = 0, 0
+    for request in parsed:
+        out_of_order += request.offset_ns < latest
+        latest = max(latest, request.offset_ns)
     if out_of_order:
         parsed.sort(key=lambda r: r.offset_ns)  # stable: equal times keep their line order
         notes.append(
-            f"{out_of_order} lines of {path} arrive earlier than the line before them; the "
-            "trace is replayed in arrival-time order"
+            f"{out_of_order} of {len(parsed)} lines of {path} arrive before an earlier line; "
+            "the trace is replayed in arrival-time order"
         )
     if limit is not None:
         parsed = parsed[:limit]
