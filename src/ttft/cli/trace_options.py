@@ -106,7 +106,8 @@ def trace_spec(options: BenchOptions) -> TraceSpec | None:
 def describe(spec: TraceSpec) -> str:
     """The run's first line for a replay."""
     speed = "" if spec.speed == 1.0 else f" at {spec.speed:g}x speed"
-    cap = "" if spec.max_tokens is None else f", output capped at {spec.max_tokens} tokens"
+    unit = "token" if spec.max_tokens == 1 else "tokens"
+    cap = "" if spec.max_tokens is None else f", output capped at {spec.max_tokens} {unit}"
     limit = "" if spec.limit is None else f" (first {spec.limit} requests)"
     return f"trace {spec.path}{limit}{speed}{cap}"
 
