@@ -119,8 +119,9 @@ def test_chat_rungs_and_request_ids_on_the_real_engine(
         )
     records = result.cells[0].records
     assert all(r.ok for r in records)
-    ids = [r.request_id for r in records]
-    assert len(set(ids)) == 3 and all(i and i.endswith(f"-{r.index}") for i, r in zip(ids, records))
+    ids = [r.request_id or "" for r in records]
+    assert len(set(ids)) == 3
+    assert all(i.endswith(f"-{r.index}") for i, r in zip(ids, records, strict=True))
     for r in records:
         assert r.first_role_ns is not None and r.first_content_ns is not None
         assert r.first_event_ns is not None and r.first_event_ns <= r.first_role_ns
