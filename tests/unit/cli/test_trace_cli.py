@@ -80,3 +80,19 @@ def test_the_options_are_on_the_bench_command_with_help() -> None:
     assert result.exit_code == 0
     for name in ("--trace", "--trace-format", "--speed", "--block-size", "--trace-limit"):
         assert name in result.output
+
+
+@pytest.mark.parametrize(("args", "given"), [([], False), (["--max-tokens", "1"], True)])
+def test_the_command_tells_a_given_max_tokens_from_its_default(
+    trace: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], given: bool
+) -> None:
+    import ttft.cli.bench_run
+
+    seen: list[BenchOptions] = []
+    monkeypatch.setattr(ttft.cli.bench_run, "execute", seen.append)
+    result = CliRunner().invoke(bench, ["--trace", str(trace), "--speed", "2", *args])
+    assert result.exit_code == 0, result.output
+    (opts,) = seen
+    assert opts.max_tokens_given is given and opts.speed == 2.0 and opts.trace_path == trace
+    spec = trace_spec(opts)
+    assert spec is not None and spec.max_tokens == (1 if given else None)
