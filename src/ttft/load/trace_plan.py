@@ -8,6 +8,7 @@ it as ``client_wait`` (scheduled -> sent).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,10 @@ from ttft.workload.trace import Trace, TraceRequest, TraceSpec, read_trace
 Progress = Callable[[int, int], None]
 
 
+@functools.lru_cache(maxsize=4)
 def load_trace(spec: TraceSpec) -> Trace:
+    """The trace a spec names, read once per process (sizing the engine, checking the context
+    and building the cell all need it; a Mooncake trace can hold tens of thousands of lines)."""
     return read_trace(spec.path, spec.format, block_size=spec.block_size, limit=spec.limit)
 
 
