@@ -108,7 +108,11 @@ def trace_cells(
         found += built
         api: ApiStyle = spec.api
     else:
-        items = [body_item(request, spec.trace.max_tokens) for request in trace.requests]
+        items = []
+        for request in trace.requests:
+            items.append(body_item(request, spec.trace.max_tokens))
+            if progress is not None:
+                progress(len(items), len(trace.requests))
         api = items[0].api
     arrival = Replay(trace.offsets_ns, spec.trace.speed)
     label = f"{trace.path.stem} {arrival.label()}"
