@@ -26,12 +26,13 @@ import pytest
 
 from ttft.core.records import RunAnchor
 from ttft.core.target import Target
+from ttft.engines.control import ServerTokenizer
 from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
 from ttft.load.bench import run_cells
 from ttft.load.runner import CellPlan
 from ttft.load.sink import JsonlSink, read_results
 from ttft.workload.arrival import ClosedLoop
-from ttft.workload.mooncake import implied_cached_tokens
+from ttft.workload.mooncake import Block, BlockTexts, implied_cached_tokens
 from ttft.workload.requests import WorkItem, chat_body
 from ttft.workload.trace import read_trace
 
@@ -130,3 +131,20 @@ def test_chat_rungs_and_request_ids_on_the_real_engine(
         assert r.server_request_id is None and not r.request_id_mismatch
         assert r.response_id is not None and r.response_id.startswith("chatcmpl")
         assert r.first_reasoning_ns is None and r.first_tool_call_ns is None  # a base model
+
+
+def test_blocks_join_without_moving_token_boundaries_in_the_real_tokenizer(
+    embedded_server: RunningEngine,
+) -> None:
+    """Gemma's tokenizer through /tokenize: a block tokenizes the same alone and after another
+    block, so a shared block is the same token ids wherever it appears."""
+    tokenizer = ServerTokenizer(
+        Target(embedded_server.base_url, embedded_server.model_name, None, "llamacpp")
+    )
+    texts = BlockTexts(tokenizer, "e2e")
+    blocks = [texts.text(Block(h, n)) for h, n in ((1, 64), (2, 64), (3, 17), (4, 64), (5, 1))]
+    alone = [tokenizer.encode(text) for text in blocks]
+    assert [len(ids) for ids in alone] == [64, 64, 17, 64, 1]
+    for i in range(1, len(blocks)):
+        joined = tokenizer.encode("".join(blocks[: i + 1]))
+        assert joined == [t for ids in alone[: i + 1] for t in ids]
