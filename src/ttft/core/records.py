@@ -62,6 +62,9 @@ class RequestRecord:
     server_timings: dict[str, float] | None = None
     content_encoding: str | None = None  # of the response: "gzip" on a stream is a red flag
     error: ErrorInfo | None = None
+    repeat: int | None = None  # --repeat: which run of its cell (0-based); None without repeats
+    session: int | None = None  # multi-turn: which conversation (0-based)
+    turn: int | None = None  # multi-turn: which turn of its conversation (1-based)
 
     @property
     def ok(self) -> bool:

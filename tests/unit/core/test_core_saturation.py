@@ -1,0 +1,112 @@
+"""Saturation detection on synthetic wait series: flat, noisy flat, rising, rising-then-flat."""
+
+from __future__ import annotations
+
+import random
+
+from ttft.core.records import ErrorInfo, RequestRecord
+from ttft.core.saturation import (
+    WaitPoint,
+    assess,
+    assess_records,
+    kendall_z,
+    points_from_records,
+    theil_sen,
+)
+
+MS = 1_000_000
+S = 1_000_000_000
+
+
+def _series(waits_ms: list[float], rate: float = 4.0) -> list[WaitPoint]:
+    """Arrivals at ``rate``/s; each finishes when its first token comes (max_tokens 1)."""
+    points = []
+    for i, wait in enumerate(waits_ms):
+        scheduled = int(i * S / rate)
+        points.append(WaitPoint(scheduled, int(wait * MS), scheduled + int(wait * MS)))
+    return points
+
+
+def test_theil_sen_finds_the_slope_despite_an_outlier() -> None:
+    xs = [float(i) for i in range(20)]
+    ys = [2.0 * x + 1.0 for x in xs]
+    ys[7] = 500.0
+    assert abs(theil_sen(xs, ys) - 2.0) < 1e-9
+
+
+def test_kendall_z_is_large_for_a_monotone_series_and_near_zero_for_a_shuffled_one() -> None:
+    xs = [float(i) for i in range(40)]
+    assert kendall_z(xs, xs) > 5
+    shuffled = xs[:]
+    random.Random(3).shuffle(shuffled)
+    assert abs(kendall_z(xs, shuffled)) < 2.5
+
+
+def test_a_flat_wait_is_not_saturated() -> None:
+    verdict = assess(_series([300.0] * 60))
+    assert not verdict.saturated
+    assert verdict.completions_per_s is not None and verdict.arrivals_per_s is not None
+
+
+def test_a_noisy_flat_wait_is_not_saturated() -> None:
+    rng = random.Random(1)
+    verdict = assess(_series([300.0 * rng.lognormvariate(0, 0.5) for _ in range(80)]))
+    assert not verdict.saturated, verdict.reason
+
+
+def test_a_wait_that_keeps_rising_is_saturated_with_its_slope_and_queue_growth() -> None:
+    """Arrivals at 4/s, service at 2/s: each request waits 250 ms longer than the last (1 s of
+    wait per s of schedule), completions run at half the arrivals and the queue grows."""
+    rng = random.Random(2)
+    verdict = assess(_series([300.0 + 250.0 * i + rng.uniform(-40, 40) for i in range(60)]))
+    assert verdict.saturated, verdict.reason
+    assert verdict.slope is not None and 0.9 < verdict.slope < 1.1
+    assert verdict.completions_per_s is not None and verdict.arrivals_per_s is not None
+    assert verdict.completions_per_s < 0.9 * verdict.arrivals_per_s
+    assert verdict.in_flight_end is not None and verdict.in_flight_start is not None
+    assert verdict.in_flight_end > verdict.in_flight_start
+    assert "rising" in verdict.reason
+
+
+def test_a_wait_that_rises_then_settles_is_not_saturated() -> None:
+    """A start-up transient (the first half climbs, the second is flat) is a queue that
+    stopped growing, not saturation."""
+    rng = random.Random(4)
+    waits = [300.0 + 40.0 * i for i in range(30)] + [1500.0 + rng.uniform(-50, 50)] * 30
+    assert not assess(_series(waits)).saturated
+
+
+def test_a_tiny_but_steady_drift_is_not_saturation() -> None:
+    """Statistically clear, but 1 ms over the window: not a queue growing without bound."""
+    verdict = assess(_series([300.0 + 0.02 * i for i in range(60)]))
+    assert verdict.z is not None and verdict.z > 3
+    assert not verdict.saturated
+
+
+def test_too_few_points_conclude_nothing() -> None:
+    verdict = assess(_series([100.0, 900.0, 2000.0]))
+    assert not verdict.saturated and "too few" in verdict.reason
+
+
+def test_requests_cut_short_count_as_lower_bounds_and_other_failures_are_left_out() -> None:
+    ok = RequestRecord(0, scheduled_ns=0, sent_ns=1, first_content_ns=5 * MS, done_ns=6 * MS)
+    cancelled = RequestRecord(1, scheduled_ns=S, done_ns=3 * S)
+    cancelled.error = ErrorInfo("cancelled", "stopped")
+    refused = RequestRecord(2, scheduled_ns=S, done_ns=S + MS)
+    refused.error = ErrorInfo("http_5xx", "busy", 503)
+    waiting = RequestRecord(3, scheduled_ns=2 * S)
+    points = points_from_records([ok, cancelled, refused, waiting], now_ns=4 * S)
+    assert [(p.wait_ns, p.censored) for p in points] == [(5 * MS, False), (2 * S, True), (2 * S, True)]
+
+
+def test_repeats_are_judged_apart_so_their_schedules_never_mix() -> None:
+    """Two flat runs whose clocks differ (run 2 later, higher base wait) must not read as a
+    trend across the pooled records."""
+    records = []
+    for repeat, (start, wait) in enumerate(((0, 100 * MS), (100 * S, 900 * MS))):
+        for i in range(30):
+            t = start + i * S // 4
+            r = RequestRecord(len(records), scheduled_ns=t, sent_ns=t, first_content_ns=t + wait)
+            r.done_ns, r.repeat = t + wait, repeat
+            records.append(r)
+    assert not assess_records(records).saturated
