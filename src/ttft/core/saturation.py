@@ -12,8 +12,8 @@ schedule (the first half may hold a start-up transient that settles, which is no
   ``MIN_RISE_NS``), so a statistically clear but negligible drift does not count;
 - completions per second falling below arrivals per second in the same window.
 
-A request still in flight (or cut short) contributes its age so far as a lower bound on its wait:
-that is what lets a live check see the queue before the slowest requests have answered.
+A request still in flight (or cut short) has no known wait: it counts as an arrival not yet
+completed (queue growth), and the trend is fitted on the requests that did get a first token.
 Pure: points in, verdict out; durations in ns.
 """
 
@@ -50,7 +50,7 @@ class WaitPoint:
 @dataclass(frozen=True, slots=True)
 class Saturation:
     """The verdict and its evidence. ``slope`` is seconds of extra wait per second of schedule
-    (dimensionless); ``rise_ns`` is that slope over the window."""
+    (dimensionless); ``rise_ns`` is that slope over the span it was fitted on."""
 
     saturated: bool
     reason: str
@@ -100,39 +100,47 @@ def kendall_z(xs: Sequence[float], ys: Sequence[float]) -> float:
     return (s - 1 if s > 0 else s + 1) / math.sqrt(variance)
 
 
-def _thin(points: Sequence[WaitPoint]) -> list[WaitPoint]:
-    if len(points) <= _MAX_PAIRS_POINTS:
+def _thin(points: Sequence[WaitPoint], limit: int) -> list[WaitPoint]:
+    if len(points) <= limit:
         return list(points)
-    step = len(points) / _MAX_PAIRS_POINTS
-    return [points[int(i * step)] for i in range(_MAX_PAIRS_POINTS)]
+    step = len(points) / limit
+    return [points[int(i * step)] for i in range(limit)]
 
 
 def _in_flight(points: Sequence[WaitPoint], t: int) -> int:
     return sum(1 for p in points if p.scheduled_ns <= t and (p.done_ns is None or p.done_ns > t))
 
 
-def assess(points: Sequence[WaitPoint]) -> Saturation:
-    """Saturated or not over the second half of the schedule, with the numbers that decided."""
+def assess(points: Sequence[WaitPoint], *, max_points: int = _MAX_PAIRS_POINTS) -> Saturation:
+    """Saturated or not over the second half of the schedule, with the numbers that decided.
+    The trend is fitted on at most ``max_points`` evenly spaced requests (a live check keeps it
+    small: the fit runs on the event loop)."""
     ordered = sorted(points, key=lambda p: p.scheduled_ns)
-    if len(ordered) < 2:
-        return Saturation(False, "too few requests to judge", len(ordered))
+    measured = [p for p in ordered if not p.censored]
+    if len(measured) < 2:
+        return Saturation(False, "too few requests to judge", len(measured))
+    # The rates compare the second half of the whole schedule; the trend is fitted on the
+    # requests whose wait is known, over the second half of *their* span (live, the queue's
+    # tail is still waiting, and its ages so far fall with the schedule: no trend in them).
     first, last = ordered[0].scheduled_ns, ordered[-1].scheduled_ns
     middle = first + (last - first) // 2
-    half = [p for p in ordered if p.scheduled_ns >= middle]
     window = last - middle
-    if len(half) < MIN_POINTS or window <= 0:
+    m_first, m_last = measured[0].scheduled_ns, measured[-1].scheduled_ns
+    m_middle = m_first + (m_last - m_first) // 2
+    half = [p for p in measured if p.scheduled_ns >= m_middle]
+    if len(half) < MIN_POINTS or window <= 0 or m_last <= m_middle:
         return Saturation(
             False,
             f"too few requests to judge ({len(half)} in the second half, {MIN_POINTS} needed)",
             len(half),
         )
-    thinned = _thin(half)
+    thinned = _thin(half, max_points)
     xs = [p.scheduled_ns / 1e9 for p in thinned]
     ys = [float(p.wait_ns) for p in thinned]
     slope_ns_per_s = theil_sen(xs, ys)
     z = kendall_z(xs, ys)
-    rise = slope_ns_per_s * window / 1e9
-    early = [p.wait_ns for p in ordered if p.scheduled_ns < middle] or [p.wait_ns for p in half]
+    rise = slope_ns_per_s * (m_last - m_middle) / 1e9
+    early = [p.wait_ns for p in measured if p.scheduled_ns < m_middle] or [p.wait_ns for p in half]
     typical = float(statistics.median(early))
     arrivals = sum(1 for p in ordered if middle <= p.scheduled_ns <= last)
     completions = sum(1 for p in ordered if p.done_ns is not None and middle <= p.done_ns <= last)
