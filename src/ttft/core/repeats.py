@@ -28,7 +28,12 @@ class RunStat:
     p50_ci: Interval
 
     def to_dict(self) -> dict[str, Any]:
-        return {"repeat": self.repeat, "n": self.n, "p50": self.p50, "p50_ci": self.p50_ci.to_dict()}
+        return {
+            "repeat": self.repeat,
+            "n": self.n,
+            "p50": self.p50,
+            "p50_ci": self.p50_ci.to_dict(),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +109,4 @@ def run_spread(
         return None
     p50s = sorted(run.p50 for run in runs)
     ci = bootstrap_interval(p50s, 50.0, resamples=resamples, level=level, seed=seed)
-    return RunSpread(
-        metric, definition.unit, runs, statistics.median(p50s), p50s[0], p50s[-1], ci
-    )
+    return RunSpread(metric, definition.unit, runs, statistics.median(p50s), p50s[0], p50s[-1], ci)

@@ -146,7 +146,7 @@ def assess(points: Sequence[WaitPoint], *, max_points: int = _MAX_PAIRS_POINTS) 
     completions = sum(1 for p in ordered if p.done_ns is not None and middle <= p.done_ns <= last)
     arrivals_per_s = arrivals * 1e9 / window
     completions_per_s = completions * 1e9 / window
-    measured = Saturation(
+    evidence = Saturation(
         saturated=False,
         reason="",
         points=len(half),
@@ -168,14 +168,14 @@ def assess(points: Sequence[WaitPoint], *, max_points: int = _MAX_PAIRS_POINTS) 
             f"completions ({completions_per_s:.2f}/s) fall behind arrivals "
             f"({arrivals_per_s:.2f}/s): the queue grows without bound"
         )
-        return replace(measured, saturated=True, reason=reason)
+        return replace(evidence, saturated=True, reason=reason)
     if rising:
         reason = "the wait rises, but completions keep up with arrivals"
     elif falling_behind:
         reason = "completions lag arrivals, but the wait shows no sustained rise"
     else:
         reason = "the wait is flat and completions keep up with arrivals"
-    return replace(measured, reason=reason)
+    return replace(evidence, reason=reason)
 
 
 _CENSORING_ERRORS = ("cancelled", "timeout")  # cut short while waiting: the wait is a lower bound
@@ -213,4 +213,12 @@ def assess_records(records: Sequence[RequestRecord]) -> Saturation:
     return verdicts[-1] if verdicts else Saturation(False, "no requests", 0)
 
 
-__all__ = ["Saturation", "WaitPoint", "assess", "assess_records", "kendall_z", "points_from_records", "theil_sen"]
+__all__ = [
+    "Saturation",
+    "WaitPoint",
+    "assess",
+    "assess_records",
+    "kendall_z",
+    "points_from_records",
+    "theil_sen",
+]

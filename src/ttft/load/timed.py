@@ -59,11 +59,14 @@ class TimedLoop:
     more: Callable[[int], WorkItem] | None = None
     watch: SaturationWatch | None = None
     stopped: bool = field(default=False, init=False)
+    records: list[RequestRecord] = field(default_factory=list, init=False)  # after ``run``
 
     async def run(self, runner: Runner, plan: CellPlan) -> list[RequestRecord]:
         if isinstance(plan.arrival, ClosedLoop):
-            return await self._closed(runner, plan, plan.arrival)
-        return await self._open(runner, plan, plan.arrival)
+            self.records = await self._closed(runner, plan, plan.arrival)
+        else:
+            self.records = await self._open(runner, plan, plan.arrival)
+        return self.records
 
     async def _item(self, plan: CellPlan, i: int) -> WorkItem:
         if i < len(plan.items):

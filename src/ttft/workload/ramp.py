@@ -22,9 +22,7 @@ from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h)?\s*$")
 _SCALE = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_RAMP_HELP = (
-    "e.g. --ramp concurrency=1..8:step=1,stage=20s or --ramp rate=1..10:stages=5,stage=30s"
-)
+_RAMP_HELP = "e.g. --ramp concurrency=1..8:step=1,stage=20s or --ramp rate=1..10:stages=5,stage=30s"
 MAX_STAGES = 100
 
 
@@ -52,10 +50,10 @@ class Ramp:
     def arrivals(self, burstiness: float = 1.0) -> list[Arrival]:
         if self.kind == "concurrency":
             return [ClosedLoop(int(level)) for level in self.levels]
-        distribution = "poisson" if burstiness == 1.0 else "gamma"
+        if burstiness == 1.0:
+            return [OpenLoop(level) for level in self.levels]
         return [
-            OpenLoop(level, burstiness=burstiness, distribution=distribution)
-            for level in self.levels
+            OpenLoop(level, burstiness=burstiness, distribution="gamma") for level in self.levels
         ]
 
 
@@ -99,12 +97,12 @@ def _levels(kind: str, low: float, high: float, options: dict[str, str]) -> tupl
         step = _number(options.get("step", "1"), "step")
         if step <= 0:
             raise TtftError("--ramp: step= must be above 0", _RAMP_HELP)
-        count = int(math.floor((high - low) / step + 1e-9)) + 1
+        count = math.floor((high - low) / step + 1e-9) + 1
         if count > MAX_STAGES:
             raise TtftError(f"--ramp makes {count} stages; at most {MAX_STAGES}", _RAMP_HELP)
         levels = [low + step * i for i in range(count)]
     if kind == "concurrency":
-        whole = sorted({int(round(level)) for level in levels})
+        whole = sorted({round(level) for level in levels})
         return tuple(float(level) for level in whole)
     return tuple(round(level, 6) for level in levels)
 

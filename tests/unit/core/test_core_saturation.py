@@ -96,7 +96,11 @@ def test_requests_cut_short_count_as_lower_bounds_and_other_failures_are_left_ou
     refused.error = ErrorInfo("http_5xx", "busy", 503)
     waiting = RequestRecord(3, scheduled_ns=2 * S)
     points = points_from_records([ok, cancelled, refused, waiting], now_ns=4 * S)
-    assert [(p.wait_ns, p.censored) for p in points] == [(5 * MS, False), (2 * S, True), (2 * S, True)]
+    assert [(p.wait_ns, p.censored) for p in points] == [
+        (5 * MS, False),
+        (2 * S, True),
+        (2 * S, True),
+    ]
 
 
 def test_repeats_are_judged_apart_so_their_schedules_never_mix() -> None:

@@ -32,7 +32,9 @@ class OneSlotSender:
 
 
 def _items(n: int, tag: str = "built") -> list[WorkItem]:
-    return [WorkItem({"messages": [], "max_tokens": 1}, meta={"tag": tag, "i": i}) for i in range(n)]
+    return [
+        WorkItem({"messages": [], "max_tokens": 1}, meta={"tag": tag, "i": i}) for i in range(n)
+    ]
 
 
 def _run(
@@ -65,7 +67,9 @@ def test_a_closed_loop_cell_runs_for_its_duration_and_counts_the_requests_in_fli
     assert 0.3 <= elapsed < 0.3 + 0.05 + 0.1
     assert 10 <= len(records) <= 14
     assert len(seen) == len(records) and all(r.ok for r in records)
-    last_start = max(r.scheduled_ns or 0 for r in records) - min(r.scheduled_ns or 0 for r in records)
+    last_start = max(r.scheduled_ns or 0 for r in records) - min(
+        r.scheduled_ns or 0 for r in records
+    )
     assert last_start < 300_000_000
 
 

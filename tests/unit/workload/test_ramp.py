@@ -10,7 +10,8 @@ from ttft.workload.ramp import count_within, parse_duration, parse_ramp
 
 
 @pytest.mark.parametrize(
-    ("text", "seconds"), [("60", 60.0), ("60s", 60.0), ("1.5m", 90.0), ("500ms", 0.5), ("1h", 3600.0)]
+    ("text", "seconds"),
+    [("60", 60.0), ("60s", 60.0), ("1.5m", 90.0), ("500ms", 0.5), ("1h", 3600.0)],
 )
 def test_durations_read_with_their_units(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
