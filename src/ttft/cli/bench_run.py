@@ -20,13 +20,19 @@ from ttft.cli.bench_setup import (
     parse_int_list,
     parse_shared_prefix,
 )
+from ttft.cli.bench_workloads import (
+    apply_workload_options,
+    check_fits,
+    longest_prompt,
+    requests_text,
+)
 from ttft.cli.options import BenchOptions
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.core.slo import parse_slos
 from ttft.core.target import Target
 from ttft.engines.control import ControlClient, complete_target
-from ttft.load.plan import check_fits_context
+from ttft.load.cells import expected_requests
 from ttft.load.runner import CellPlan
 from ttft.load.session import SessionHooks, SessionResult, run_session
 from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop, parse_rate
@@ -64,7 +70,7 @@ def _spec(options: BenchOptions, profile_name: str) -> WorkloadSpec:
         raise TtftError("choose one of --prompt-file, --sharegpt and --shared-prefix")
     if options.max_tokens < 1:
         raise TtftError("--max-tokens must be at least 1")
-    return WorkloadSpec(
+    spec = WorkloadSpec(
         buckets=buckets,
         requests=options.n_requests if options.n_requests is not None else profile.requests,
         max_tokens=options.max_tokens,
@@ -77,6 +83,7 @@ def _spec(options: BenchOptions, profile_name: str) -> WorkloadSpec:
         arrivals=arrivals,
         max_in_flight=options.max_in_flight,
     )
+    return apply_workload_options(spec, options)
 
 
 @contextlib.contextmanager
@@ -91,7 +98,7 @@ def _target(
     headers = options.target.header_dict()
     from ttft.engines.llamacpp.embedded import launch_embedded
 
-    longest = max(spec.buckets) if spec.shared_prefix is None else sum(spec.shared_prefix)
+    longest = longest_prompt(spec)
     ctx = embedded_ctx_size(longest, spec.max_tokens, EMBEDDED_SLOTS)
     console.print(
         f"[dim]starting the embedded engine (llama-server, Gemma 3 270M, "
@@ -170,10 +177,10 @@ def execute(options: BenchOptions) -> None:
     )
     console.print(
         f"[bold]ttft bench[/bold] ({profile} defaults): {shape} x {levels}, "
-        f"{spec.requests} requests per cell; records -> {records_path}"
+        f"{requests_text(spec)}; records -> {records_path}"
     )
     with _target(options, spec, console) as (target, fresh):
-        check_fits_context(spec, ControlClient(target).context_limit())
+        check_fits(spec, ControlClient(target).context_limit())
         uses_files = options.prompt_file is not None or options.sharegpt is not None
         tokenizer = None if uses_files else make_tokenizer(options.tokenizer_path, target)
         result = _run_with_progress(
@@ -213,7 +220,7 @@ def _run_with_progress(
                 progress.update(cell_task["id"], visible=plan.phase == "warm")
             name = plan.cell if plan.phase == "warm" else f"{plan.cell} ({plan.phase})"
             cell_task.update(ok=0, failed=0)
-            cell_task["id"] = progress.add_task(name, total=len(plan.items), status="")
+            cell_task["id"] = progress.add_task(name, total=expected_requests(plan), status="")
 
         def on_record(record: RequestRecord) -> None:
             key = "ok" if record.error is None else "failed"

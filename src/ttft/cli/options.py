@@ -35,6 +35,15 @@ class BenchOptions:
     cold_samples: int | None
     seed: str
     html_path: str | None = None  # --html: "" for the default place, else a file
+    duration: str | None = None
+    ramp: str | None = None
+    repeat: int = 1
+    stop_on_saturation: bool = False
+    sessions: int | None = None
+    turns: int = 4
+    think_time: str = "1"
+    turn_tokens: str = "256:32"
+    conversations: Path | None = None
 
     @property
     def profile_name(self) -> str:

@@ -276,6 +276,17 @@ def saturation_overview(
     return overview
 
 
+def expected_requests(plan: CellPlan) -> int | None:
+    """How many requests a cell will send, for a progress bar (None: it depends on the
+    server's speed, as in a timed closed loop)."""
+    loop = plan.loop
+    if isinstance(loop, SessionLoop):
+        return sum(len(c.users) for c in loop.conversations)
+    if isinstance(loop, TimedLoop) and loop.duration_ns is not None:
+        return len(plan.items) if isinstance(plan.arrival, OpenLoop) else None
+    return len(plan.items)
+
+
 def describe_workload(
     summary: BenchSummary,
     spec: WorkloadSpec,
