@@ -7,13 +7,16 @@ evidence must agree before a cell is called saturated, both taken over the secon
 schedule (the first half may hold a start-up transient that settles, which is not saturation):
 
 - a robust upward trend of the wait against the scheduled time: the Theil-Sen slope (median of
-  pairwise slopes, unmoved by a few outliers) with Kendall's S significant at ``z >= Z_MIN``, and
-  a rise over the half that is material (``MIN_RISE_FRACTION`` of the typical wait and at least
+  pairwise slopes, unmoved by a few outliers) with the Mann-Kendall z at least ``Z_MIN``, and a
+  rise over the half that is material (``MIN_RISE_FRACTION`` of the typical wait and at least
   ``MIN_RISE_NS``), so a statistically clear but negligible drift does not count;
 - completions per second falling below arrivals per second in the same window.
 
-A request still in flight (or cut short) has no known wait: it counts as an arrival not yet
-completed (queue growth), and the trend is fitted on the requests that did get a first token.
+The wait trend is read from the requests that got their first token. A slow server under a heavy
+load answers few of them, and a batching one answers them in groups whose waits fall within each
+group; when those show no trend but the number in flight grows, the trend is read instead from
+the age of the oldest request still waiting, sampled over time (a lower bound on its TTFT, known
+long before it answers). Requests in flight or cut short count as arrivals not completed.
 Pure: points in, verdict out; durations in ns.
 """
 
@@ -27,7 +30,7 @@ from typing import Any
 
 from ttft.core.records import RequestRecord
 
-Z_MIN = 3.0  # one-sided, about p < 0.0015: the trend is not noise
+Z_MIN = 2.5  # one-sided, about p < 0.006: the trend is not noise
 MIN_RISE_FRACTION = 0.5  # the wait rises by at least half the typical wait across the half
 MIN_RISE_NS = 20_000_000  # and by at least 20 ms: a drift of microseconds is not a queue
 MAX_COMPLETION_RATIO = 0.9  # completions below 90% of arrivals: the queue is growing
@@ -64,6 +67,7 @@ class Saturation:
     in_flight_start: int | None = None
     in_flight_end: int | None = None
     window_ns: int | None = None
+    basis: str | None = None  # what the trend was read from (BASIS_WAITS or BASIS_OLDEST)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,81 +104,197 @@ def kendall_z(xs: Sequence[float], ys: Sequence[float]) -> float:
     return (s - 1 if s > 0 else s + 1) / math.sqrt(variance)
 
 
-def _thin(points: Sequence[WaitPoint], limit: int) -> list[WaitPoint]:
-    if len(points) <= limit:
-        return list(points)
-    step = len(points) / limit
-    return [points[int(i * step)] for i in range(limit)]
-
-
 def _in_flight(points: Sequence[WaitPoint], t: int) -> int:
     return sum(1 for p in points if p.scheduled_ns <= t and (p.done_ns is None or p.done_ns > t))
 
 
-def assess(points: Sequence[WaitPoint], *, max_points: int = _MAX_PAIRS_POINTS) -> Saturation:
-    """Saturated or not over the second half of the schedule, with the numbers that decided.
-    The trend is fitted on at most ``max_points`` evenly spaced requests (a live check keeps it
-    small: the fit runs on the event loop)."""
-    ordered = sorted(points, key=lambda p: p.scheduled_ns)
-    measured = [p for p in ordered if not p.censored]
+def oldest_wait_series(
+    points: Sequence[WaitPoint], end_ns: int, samples: int = 40
+) -> list[tuple[int, int]]:
+    """``(t, age)`` at ``samples`` even times from the first arrival to ``end_ns``: how long the
+    oldest request still without a first token had waited at ``t`` (0 when none was). A lower
+    bound on that request's TTFT, known long before it answers: it keeps growing when the
+    queue does, and falls back whenever the queue empties."""
+    if not points:
+        return []
+    first = min(p.scheduled_ns for p in points)
+    if end_ns <= first:
+        return []
+    answered = [
+        (p.scheduled_ns, None if p.censored else p.scheduled_ns + p.wait_ns) for p in points
+    ]
+    series = []
+    for k in range(1, samples + 1):
+        t = first + (end_ns - first) * k // samples
+        waiting = [s for s, answer in answered if s <= t and (answer is None or answer > t)]
+        series.append((t, t - min(waiting) if waiting else 0))
+    return series
+
+
+@dataclass(frozen=True, slots=True)
+class _Trend:
+    basis: str
+    n: int
+    slope_ns_per_s: float
+    z: float
+    rise_ns: float
+    typical_ns: float
+    last_ns: float  # the last value of the series
+
+    @property
+    def rising(self) -> bool:
+        return self.z >= Z_MIN and self.rise_ns >= max(
+            MIN_RISE_FRACTION * self.typical_ns, MIN_RISE_NS
+        )
+
+
+def _trend(
+    basis: str, xs_ns: Sequence[int], ys: Sequence[float], typical: float, max_points: int
+) -> _Trend | None:
+    """Theil-Sen slope and Mann-Kendall z of ``ys`` over ``xs_ns`` (None: too few points)."""
+    if len(xs_ns) < MIN_POINTS or xs_ns[-1] <= xs_ns[0]:
+        return None
+    step = max(1.0, len(xs_ns) / max_points)
+    picked = [int(i * step) for i in range(min(len(xs_ns), max_points))]
+    xs = [xs_ns[i] / 1e9 for i in picked]
+    values = [ys[i] for i in picked]
+    slope = theil_sen(xs, values)
+    rise = slope * (xs_ns[-1] - xs_ns[0]) / 1e9
+    return _Trend(basis, len(xs_ns), slope, kendall_z(xs, values), rise, typical, ys[-1])
+
+
+def _wait_trend(points: Sequence[WaitPoint], max_points: int) -> _Trend | None:
+    # Over the second half of the answered requests' own span: live, the queue's tail has no
+    # answer yet, and its ages so far fall with the schedule (no trend in them).
+    measured = [p for p in points if not p.censored]
     if len(measured) < 2:
-        return Saturation(False, "too few requests to judge", len(measured))
-    # The rates compare the second half of the whole schedule; the trend is fitted on the
-    # requests whose wait is known, over the second half of *their* span (live, the queue's
-    # tail is still waiting, and its ages so far fall with the schedule: no trend in them).
-    first, last = ordered[0].scheduled_ns, ordered[-1].scheduled_ns
-    middle = first + (last - first) // 2
-    window = last - middle
+        return None
     m_first, m_last = measured[0].scheduled_ns, measured[-1].scheduled_ns
     m_middle = m_first + (m_last - m_first) // 2
     half = [p for p in measured if p.scheduled_ns >= m_middle]
-    if len(half) < MIN_POINTS or window <= 0 or m_last <= m_middle:
-        return Saturation(
-            False,
-            f"too few requests to judge ({len(half)} in the second half, {MIN_POINTS} needed)",
-            len(half),
-        )
-    thinned = _thin(half, max_points)
-    xs = [p.scheduled_ns / 1e9 for p in thinned]
-    ys = [float(p.wait_ns) for p in thinned]
-    slope_ns_per_s = theil_sen(xs, ys)
-    z = kendall_z(xs, ys)
-    rise = slope_ns_per_s * (m_last - m_middle) / 1e9
     early = [p.wait_ns for p in measured if p.scheduled_ns < m_middle] or [p.wait_ns for p in half]
-    typical = float(statistics.median(early))
+    return _trend(
+        BASIS_WAITS,
+        [p.scheduled_ns for p in half],
+        [float(p.wait_ns) for p in half],
+        float(statistics.median(early)),
+        max_points,
+    )
+
+
+def _oldest_trend(points: Sequence[WaitPoint], end_ns: int) -> _Trend | None:
+    series = oldest_wait_series(points, end_ns)
+    half = series[len(series) // 2 :]
+    early = [age for _, age in series[: len(series) // 2]] or [age for _, age in half]
+    return _trend(
+        BASIS_OLDEST,
+        [t for t, _ in half],
+        [float(age) for _, age in half],
+        float(statistics.median(early)),
+        len(half),
+    )
+
+
+def _outgrown(points: Sequence[WaitPoint], oldest: _Trend) -> bool:
+    """Whether the oldest wait has outgrown what the first answered requests took (the server
+    before a queue formed): until a few answers came every load looks like a queue that only
+    grows, and a server with a long TTFT but plenty of capacity keeps its oldest wait near that
+    TTFT."""
+    answered = [p.wait_ns for p in points if not p.censored]  # in schedule order
+    if len(answered) < MIN_POINTS // 2:
+        return False
+    baseline = statistics.median(answered[:MIN_POINTS])
+    return oldest.last_ns > OUTGROWN_FACTOR * baseline
+
+
+OUTGROWN_FACTOR = 2.0
+BASIS_WAITS = "wait of the answered requests"
+BASIS_OLDEST = "age of the oldest unanswered request"
+MIN_QUEUE_GROWTH = 4  # the oldest-wait basis also needs this many more requests in flight
+
+
+def assess(
+    points: Sequence[WaitPoint],
+    *,
+    max_points: int = _MAX_PAIRS_POINTS,
+    now_ns: int | None = None,
+) -> Saturation:
+    """Saturated or not over the second half of the schedule, with the numbers that decided.
+
+    The trend is read from the answered requests' waits; when they show none (too few answers
+    from a slow server under a heavy load, or answers in batches) but the number in flight
+    grows, from the age of the oldest unanswered request over time. ``now_ns`` is the end of
+    what is known (live); without it, the last event. The fit uses at most ``max_points``
+    evenly spaced requests (a live check keeps it small: it runs on the event loop)."""
+    ordered = sorted(points, key=lambda p: p.scheduled_ns)
+    if len(ordered) < 2:
+        return Saturation(False, "too few requests to judge", len(ordered))
+    first, last = ordered[0].scheduled_ns, ordered[-1].scheduled_ns
+    middle = first + (last - first) // 2
+    window = last - middle
+    if window <= 0:
+        return Saturation(False, "too few requests to judge", len(ordered))
     arrivals = sum(1 for p in ordered if middle <= p.scheduled_ns <= last)
     completions = sum(1 for p in ordered if p.done_ns is not None and middle <= p.done_ns <= last)
     arrivals_per_s = arrivals * 1e9 / window
     completions_per_s = completions * 1e9 / window
+    in_flight_start, in_flight_end = _in_flight(ordered, middle), _in_flight(ordered, last)
+    trend = _wait_trend(ordered, max_points)
+    growing = in_flight_end - in_flight_start >= MIN_QUEUE_GROWTH
+    if (trend is None or not trend.rising) and growing:
+        # Few answers, or answers in batches (waits fall within each batch): the queue's
+        # growth shows better in how long its oldest member has been waiting.
+        events = [p.done_ns or 0 for p in ordered] + [p.scheduled_ns + p.wait_ns for p in ordered]
+        oldest = _oldest_trend(ordered, now_ns if now_ns is not None else max(events))
+        if oldest is not None and (trend is None or oldest.rising) and _outgrown(ordered, oldest):
+            trend = oldest
+    if trend is None:
+        half = sum(1 for p in ordered if not p.censored and p.scheduled_ns >= middle)
+        queue = (
+            "; in flight grows, but its oldest wait is still within what the first answers took"
+            if growing
+            else ""
+        )
+        return Saturation(
+            False,
+            f"too few answered requests to judge ({half} in the second half, {MIN_POINTS} "
+            f"needed){queue}",
+            half,
+            arrivals_per_s=arrivals_per_s,
+            completions_per_s=completions_per_s,
+            in_flight_start=in_flight_start,
+            in_flight_end=in_flight_end,
+            window_ns=window,
+        )
     evidence = Saturation(
         saturated=False,
         reason="",
-        points=len(half),
-        slope=slope_ns_per_s / 1e9,
-        z=z,
-        rise_ns=rise,
-        typical_wait_ns=typical,
+        points=trend.n,
+        slope=trend.slope_ns_per_s / 1e9,
+        z=trend.z,
+        rise_ns=trend.rise_ns,
+        typical_wait_ns=trend.typical_ns,
         arrivals_per_s=arrivals_per_s,
         completions_per_s=completions_per_s,
-        in_flight_start=_in_flight(ordered, middle),
-        in_flight_end=_in_flight(ordered, last),
+        in_flight_start=in_flight_start,
+        in_flight_end=in_flight_end,
         window_ns=window,
+        basis=trend.basis,
     )
-    rising = z >= Z_MIN and rise >= max(MIN_RISE_FRACTION * typical, MIN_RISE_NS)
     falling_behind = completions_per_s < MAX_COMPLETION_RATIO * arrivals_per_s
-    if rising and falling_behind:
+    if trend.rising and falling_behind:
         reason = (
-            f"the wait keeps rising ({slope_ns_per_s / 1e6:.0f} ms per s, z {z:.1f}) and "
-            f"completions ({completions_per_s:.2f}/s) fall behind arrivals "
+            f"the {trend.basis} keeps rising ({trend.slope_ns_per_s / 1e6:.0f} ms per s, z "
+            f"{trend.z:.1f}) and completions ({completions_per_s:.2f}/s) fall behind arrivals "
             f"({arrivals_per_s:.2f}/s): the queue grows without bound"
         )
         return replace(evidence, saturated=True, reason=reason)
-    if rising:
-        reason = "the wait rises, but completions keep up with arrivals"
+    if trend.rising:
+        reason = f"the {trend.basis} rises, but completions keep up with arrivals"
     elif falling_behind:
-        reason = "completions lag arrivals, but the wait shows no sustained rise"
+        reason = f"completions lag arrivals, but the {trend.basis} shows no sustained rise"
     else:
-        reason = "the wait is flat and completions keep up with arrivals"
+        reason = f"the {trend.basis} is flat and completions keep up with arrivals"
     return replace(evidence, reason=reason)
 
 
@@ -184,19 +304,23 @@ _CENSORING_ERRORS = ("cancelled", "timeout")  # cut short while waiting: the wai
 def points_from_records(
     records: Sequence[RequestRecord], now_ns: int | None = None
 ) -> list[WaitPoint]:
-    """The wait of each request: scheduled -> first token; for one cut short (cancelled, timed
-    out) or, given ``now_ns``, still waiting, its age so far as a lower bound. Requests that
-    failed otherwise (an HTTP error is a fast answer, not a queue) are left out."""
+    """The wait of each request: scheduled -> first token. One cut short (cancelled, timed out)
+    or still waiting is an arrival that has not completed (``censored``; its age so far, when
+    known, is a lower bound on its wait). Requests that failed otherwise (an HTTP error is a
+    fast answer, not a queue) are left out."""
     points = []
     for r in records:
         if r.scheduled_ns is None:
             continue
         if r.first_content_ns is not None:
             points.append(WaitPoint(r.scheduled_ns, r.first_content_ns - r.scheduled_ns, r.done_ns))
-        elif r.error is not None and r.error.kind in _CENSORING_ERRORS and r.done_ns is not None:
-            points.append(WaitPoint(r.scheduled_ns, r.done_ns - r.scheduled_ns, None, True))
-        elif r.error is None and r.done_ns is None and now_ns is not None:
-            points.append(WaitPoint(r.scheduled_ns, max(0, now_ns - r.scheduled_ns), None, True))
+        elif r.error is not None and r.error.kind in _CENSORING_ERRORS:
+            end = r.done_ns if r.done_ns is not None else now_ns
+            age = max(0, end - r.scheduled_ns) if end is not None else 0
+            points.append(WaitPoint(r.scheduled_ns, age, None, True))
+        elif r.error is None and r.done_ns is None:
+            age = max(0, now_ns - r.scheduled_ns) if now_ns is not None else 0
+            points.append(WaitPoint(r.scheduled_ns, age, None, True))
     return points
 
 

@@ -287,6 +287,18 @@ def expected_requests(plan: CellPlan) -> int | None:
     return len(plan.items)
 
 
+def _keep_live_verdicts(summary: BenchSummary, cells: Sequence[CellPlan]) -> None:
+    """A cell the live check stopped reports the verdict that stopped it: judged again on the
+    records alone, the requests it cancelled carry no wait and the trend may read weaker."""
+    for plan in cells:
+        loop = plan.loop
+        verdict = loop.watch.verdict if isinstance(loop, TimedLoop) and loop.watch else None
+        cell = summary.find(plan.cell)
+        if verdict is not None and cell is not None:
+            if cell.saturation is None or not cell.saturation.saturated:
+                cell.saturation = verdict
+
+
 def describe_workload(
     summary: BenchSummary,
     spec: WorkloadSpec,
@@ -309,6 +321,7 @@ def describe_workload(
         }
     if spec.stop_on_saturation:
         summary.meta["stop_on_saturation"] = True
+        _keep_live_verdicts(summary, cells)
     overview = saturation_overview(cells, summary, gate)
     if overview:
         summary.meta["saturation"] = overview

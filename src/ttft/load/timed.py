@@ -40,7 +40,9 @@ class SaturationWatch:
     def check(self, records: list[RequestRecord], now_ns: int, elapsed_s: float) -> bool:
         if elapsed_s < self.min_elapsed_s or len(records) < 2 * MIN_POINTS:
             return False
-        verdict = assess(points_from_records(records, now_ns), max_points=LIVE_POINTS)
+        verdict = assess(
+            points_from_records(records, now_ns), max_points=LIVE_POINTS, now_ns=now_ns
+        )
         if verdict.saturated:
             self.verdict = verdict
         return verdict.saturated

@@ -6,6 +6,7 @@ import random
 
 from ttft.core.records import ErrorInfo, RequestRecord
 from ttft.core.saturation import (
+    BASIS_OLDEST,
     WaitPoint,
     assess,
     assess_records,
@@ -114,3 +115,57 @@ def test_repeats_are_judged_apart_so_their_schedules_never_mix() -> None:
             r.done_ns, r.repeat = t + wait, repeat
             records.append(r)
     assert not assess_records(records).saturated
+
+
+def test_cancelled_requests_without_an_end_still_count_as_arrivals_not_completed() -> None:
+    """A saturation stop cancels requests before they end (no done_ns): they are arrivals that
+    never completed, which is the queue's growth; dropping them would hide it."""
+    records = []
+    for i in range(40):
+        t = i * S // 10
+        r = RequestRecord(i, scheduled_ns=t, sent_ns=t)
+        if i < 20:
+            r.first_content_ns = r.done_ns = t + (i + 1) * 200 * MS
+        else:
+            r.error = ErrorInfo("cancelled", "stopped")
+        records.append(r)
+    points = points_from_records(records)
+    assert len(points) == 40 and sum(p.censored for p in points) == 20
+    verdict = assess(points)
+    assert verdict.arrivals_per_s is not None and verdict.arrivals_per_s > 9
+
+
+def test_a_slow_server_with_few_answers_is_judged_by_its_oldest_unanswered_request() -> None:
+    """20/s arrivals for 8 s, answers in batches of 4 every 2 s (2/s): too few answers for a
+    trend of their waits, but the oldest unanswered request keeps aging and the queue grows."""
+    points = []
+    for i in range(160):
+        scheduled = i * S // 20
+        batch = i // 4
+        if batch < 4:  # batches answered at 2, 4, 6, 8 s
+            answer = (batch + 1) * 2 * S
+            points.append(WaitPoint(scheduled, answer - scheduled, answer))
+        else:
+            points.append(WaitPoint(scheduled, 0, None, True))
+    verdict = assess(points, now_ns=8 * S)
+    assert verdict.saturated, verdict.reason
+    assert verdict.basis == BASIS_OLDEST and verdict.slope is not None and verdict.slope > 0.5
+
+
+def test_one_stalled_request_under_a_light_load_is_not_saturation() -> None:
+    """1/s arrivals; one request stalls 5 s: the oldest-wait climbs for a while, but the number
+    in flight does not grow, so the few answered waits decide (too few: not saturated)."""
+    points = []
+    for i in range(12):
+        scheduled = i * S
+        wait = 5 * S if i == 6 else 300 * MS
+        points.append(WaitPoint(scheduled, wait, scheduled + wait))
+    verdict = assess(points)
+    assert not verdict.saturated
+
+
+def test_a_long_ttft_before_the_first_answers_is_not_saturation() -> None:
+    """A server with a 3 s TTFT and plenty of capacity, judged at 2 s: nobody is answered yet,
+    so the oldest wait only grows; that is not a queue outgrowing the server."""
+    points = [WaitPoint(i * S // 20, 0, None, True) for i in range(40)]
+    assert not assess(points, now_ns=2 * S).saturated
