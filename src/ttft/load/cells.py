@@ -294,9 +294,9 @@ def _keep_live_verdicts(summary: BenchSummary, cells: Sequence[CellPlan]) -> Non
         loop = plan.loop
         verdict = loop.watch.verdict if isinstance(loop, TimedLoop) and loop.watch else None
         cell = summary.find(plan.cell)
-        if verdict is not None and cell is not None:
-            if cell.saturation is None or not cell.saturation.saturated:
-                cell.saturation = verdict
+        held = cell is not None and (cell.saturation is None or not cell.saturation.saturated)
+        if verdict is not None and cell is not None and held:
+            cell.saturation = verdict
 
 
 def describe_workload(
