@@ -217,6 +217,7 @@ def _run_with_progress(
 
         def on_cell_start(plan: CellPlan) -> None:
             if cell_task["id"] is not None:
+                progress.stop_task(cell_task["id"])  # a timed cell's bar has no total to reach
                 progress.update(cell_task["id"], visible=plan.phase == "warm")
             name = plan.cell if plan.phase == "warm" else f"{plan.cell} ({plan.phase})"
             cell_task.update(ok=0, failed=0)

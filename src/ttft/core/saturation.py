@@ -30,8 +30,8 @@ from typing import Any
 
 from ttft.core.records import RequestRecord
 
-Z_MIN = 2.5  # one-sided, about p < 0.006: the trend is not noise
-MIN_RISE_FRACTION = 0.5  # the wait rises by at least half the typical wait across the half
+Z_MIN = 3.0  # one-sided, about p < 0.0015: the trend is not noise
+MIN_RISE_FRACTION = 1.0  # the wait at least doubles across the half (a queue from nothing)
 MIN_RISE_NS = 20_000_000  # and by at least 20 ms: a drift of microseconds is not a queue
 MAX_COMPLETION_RATIO = 0.9  # completions below 90% of arrivals: the queue is growing
 MIN_POINTS = 8  # requests in the second half below which nothing is concluded
@@ -234,10 +234,17 @@ def assess(
     window = last - middle
     if window <= 0:
         return Saturation(False, "too few requests to judge", len(ordered))
-    arrivals = sum(1 for p in ordered if middle <= p.scheduled_ns <= last)
-    completions = sum(1 for p in ordered if p.done_ns is not None and middle <= p.done_ns <= last)
-    arrivals_per_s = arrivals * 1e9 / window
-    completions_per_s = completions * 1e9 / window
+    # Arrivals against the completions one typical wait later: a request that arrived just now
+    # cannot have completed yet, which is no backlog (live, that bias alone would "lag").
+    answered = [p.wait_ns for p in ordered if not p.censored]
+    lag = min(int(statistics.median(answered)) if answered else 0, window // 2)
+    span = window - lag
+    arrivals = sum(1 for p in ordered if middle <= p.scheduled_ns <= last - lag)
+    completions = sum(
+        1 for p in ordered if p.done_ns is not None and middle + lag <= p.done_ns <= last
+    )
+    arrivals_per_s = arrivals * 1e9 / span
+    completions_per_s = completions * 1e9 / span
     in_flight_start, in_flight_end = _in_flight(ordered, middle), _in_flight(ordered, last)
     trend = _wait_trend(ordered, max_points)
     growing = in_flight_end - in_flight_start >= MIN_QUEUE_GROWTH
