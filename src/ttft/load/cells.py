@@ -304,13 +304,23 @@ def describe_workload(
     spec: WorkloadSpec,
     cells: Sequence[CellPlan],
     gate: SaturationGate | None,
-) -> None:
-    """Put what shaped the cells (and where the load stopped holding) into ``summary.meta``."""
+) -> list[str]:
+    """Put what shaped the cells (and where the load stopped holding) into ``summary.meta``;
+    returns the notes the user should read (also added to ``meta.notes``)."""
+    notes = []
     if spec.duration_s is not None:
         summary.meta["duration_s"] = spec.duration_s
     if spec.repeat > 1:
         summary.meta["repeat"] = spec.repeat
         summary.meta["repeat_seeds"] = [repeat_seed(spec.seed, r) for r in range(spec.repeat)]
+        from_file = spec.prompt_file or spec.sharegpt_file
+        if spec.sessions is not None:
+            from_file = from_file or spec.sessions.conversations_file
+        if from_file:
+            notes.append(
+                f"--repeat sends the same prompts from {from_file} in every repeat (a file has "
+                "no seed): a later repeat may be served from the prefix cache of an earlier one"
+            )
     if spec.sessions is not None:
         summary.meta["sessions"] = {
             "sessions": spec.sessions.sessions,
@@ -325,6 +335,8 @@ def describe_workload(
     overview = saturation_overview(cells, summary, gate)
     if overview:
         summary.meta["saturation"] = overview
+    summary.meta.setdefault("notes", []).extend(notes)
+    return notes
 
 
 __all__ = [

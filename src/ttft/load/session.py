@@ -169,7 +169,7 @@ def run_session(
                 "notes": [*notes, *bench.notes],
             },
         )
-        describe_workload(summary, spec, cells, gate)
+        notes += describe_workload(summary, spec, cells, gate)
         sink.write(
             {"type": "end", "elapsed_s": (time.perf_counter_ns() - anchor.monotonic_ns) / 1e9}
         )
