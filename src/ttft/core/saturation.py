@@ -120,14 +120,20 @@ def oldest_wait_series(
     first = min(p.scheduled_ns for p in points)
     if end_ns <= first:
         return []
-    answered = [
+    ordered = sorted(
         (p.scheduled_ns, None if p.censored else p.scheduled_ns + p.wait_ns) for p in points
-    ]
+    )
     series = []
     for k in range(1, samples + 1):
         t = first + (end_ns - first) * k // samples
-        waiting = [s for s, answer in answered if s <= t and (answer is None or answer > t)]
-        series.append((t, t - min(waiting) if waiting else 0))
+        age = 0
+        for scheduled, answer in ordered:  # the oldest first: stop at the first still waiting
+            if scheduled > t:
+                break
+            if answer is None or answer > t:
+                age = t - scheduled
+                break
+        series.append((t, age))
     return series
 
 

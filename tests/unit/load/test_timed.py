@@ -122,3 +122,19 @@ def test_a_light_load_is_not_stopped() -> None:
     records, _ = _run(plan, 0.01)
     assert not loop.stopped and watch.verdict is None
     assert len(records) == 40 and all(r.ok for r in records)
+
+
+def test_a_timed_open_loop_keeps_the_precomputed_schedule_while_watched() -> None:
+    """The live check runs beside the sends: a constant 50/s schedule stays 20 ms apart."""
+    watch = SaturationWatch(interval_s=0.05, min_elapsed_s=0.0)
+    plan = CellPlan(
+        "rate=50/s",
+        _items(40),
+        OpenLoop(50.0, distribution="constant"),
+        loop=TimedLoop(duration_ns=800_000_000, watch=watch),
+    )
+    records, _ = _run(plan, 0.002, slots=4)
+    starts = sorted(r.sent_ns or 0 for r in records)
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert len(records) == 40 and watch.verdict is None
+    assert all(abs(g - 20_000_000) < 5_000_000 for g in gaps), gaps
