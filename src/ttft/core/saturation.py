@@ -2,15 +2,19 @@
 
 Below capacity, each request waits about as long as the last: the wait (scheduled -> first token)
 is flat, however noisy. Beyond capacity the queue grows by (arrivals - completions) every second,
-so each request waits longer than the one before and the wait rises without bound. Two pieces of
-evidence must agree before a cell is called saturated, both taken over the second half of its
-schedule (the first half may hold a start-up transient that settles, which is not saturation):
+so each request waits longer than the one before and the wait rises without bound. Three pieces of
+evidence must agree before a cell is called saturated, the first two taken over the second half
+of its schedule (the first half may hold a start-up transient that settles, which is not
+saturation):
 
 - a robust upward trend of the wait against the scheduled time: the Theil-Sen slope (median of
   pairwise slopes, unmoved by a few outliers) with the Mann-Kendall z at least ``Z_MIN``, and a
   rise over the half that is material (``MIN_RISE_FRACTION`` of the typical wait and at least
   ``MIN_RISE_NS``), so a statistically clear but negligible drift does not count;
-- completions per second falling below arrivals per second in the same window.
+- completions per second falling below arrivals per second in the same window,
+- and the arrivals faster than the server's capacity as measured in the cell (completions per
+  second of busy time): a light load that met a stall (the machine paused the server for a few
+  seconds) shows the first two for a while, but not this.
 
 The wait trend is read from the requests that got their first token. A slow server under a heavy
 load answers few of them, and a batching one answers them in groups whose waits fall within each
@@ -68,6 +72,8 @@ class Saturation:
     in_flight_end: int | None = None
     window_ns: int | None = None
     basis: str | None = None  # what the trend was read from (BASIS_WAITS or BASIS_OLDEST)
+    offered_per_s: float | None = None  # arrivals per second over the whole cell
+    capacity_per_s: float | None = None  # completions per second of busy time
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,6 +108,29 @@ def kendall_z(xs: Sequence[float], ys: Sequence[float]) -> float:
     if variance <= 0 or s == 0:
         return 0.0
     return (s - 1 if s > 0 else s + 1) / math.sqrt(variance)
+
+
+def busy_capacity_per_s(points: Sequence[WaitPoint], end_ns: int) -> float:
+    """Completions per second of busy time (at least one request in flight, from its schedule
+    to its end, or ``end_ns`` for those still open): what the server got through while it had
+    work. A load beyond capacity keeps it busy and arrives faster than this; a light load that
+    met a stall (the machine paused the server for a few seconds) arrives slower."""
+    intervals = sorted(
+        (p.scheduled_ns, p.done_ns if p.done_ns is not None else max(end_ns, p.scheduled_ns))
+        for p in points
+    )
+    busy, start, stop = 0, None, None
+    for begin, end in intervals:
+        if stop is None or begin > stop:
+            if start is not None and stop is not None:
+                busy += stop - start
+            start, stop = begin, end
+        else:
+            stop = max(stop, end)
+    if start is not None and stop is not None:
+        busy += stop - start
+    completions = sum(1 for p in points if p.done_ns is not None)
+    return completions * 1e9 / busy if busy > 0 else 0.0
 
 
 def _in_flight(points: Sequence[WaitPoint], t: int) -> int:
@@ -252,13 +281,16 @@ def assess(
     arrivals_per_s = arrivals * 1e9 / span
     completions_per_s = completions * 1e9 / span
     in_flight_start, in_flight_end = _in_flight(ordered, middle), _in_flight(ordered, last)
+    events = [p.done_ns or 0 for p in ordered] + [p.scheduled_ns + p.wait_ns for p in ordered]
+    end = now_ns if now_ns is not None else max(events)
+    capacity = busy_capacity_per_s(ordered, end)
+    offered = (len(ordered) - 1) * 1e9 / (last - first)
     trend = _wait_trend(ordered, max_points)
     growing = in_flight_end - in_flight_start >= MIN_QUEUE_GROWTH
     if (trend is None or not trend.rising) and growing:
         # Few answers, or answers in batches (waits fall within each batch): the queue's
         # growth shows better in how long its oldest member has been waiting.
-        events = [p.done_ns or 0 for p in ordered] + [p.scheduled_ns + p.wait_ns for p in ordered]
-        oldest = _oldest_trend(ordered, now_ns if now_ns is not None else max(events))
+        oldest = _oldest_trend(ordered, end)
         if oldest is not None and (trend is None or oldest.rising) and _outgrown(ordered, oldest):
             trend = oldest
     if trend is None:
@@ -278,6 +310,8 @@ def assess(
             in_flight_start=in_flight_start,
             in_flight_end=in_flight_end,
             window_ns=window,
+            offered_per_s=offered,
+            capacity_per_s=capacity,
         )
     evidence = Saturation(
         saturated=False,
@@ -293,16 +327,25 @@ def assess(
         in_flight_end=in_flight_end,
         window_ns=window,
         basis=trend.basis,
+        offered_per_s=offered,
+        capacity_per_s=capacity,
     )
     falling_behind = completions_per_s < MAX_COMPLETION_RATIO * arrivals_per_s
-    if trend.rising and falling_behind:
+    beyond = offered > capacity
+    if trend.rising and falling_behind and beyond:
         reason = (
             f"the {trend.basis} keeps rising ({trend.slope_ns_per_s / 1e6:.0f} ms per s, z "
             f"{trend.z:.1f}) and completions ({completions_per_s:.2f}/s) fall behind arrivals "
-            f"({arrivals_per_s:.2f}/s): the queue grows without bound"
+            f"({arrivals_per_s:.2f}/s); {offered:.2f} requests/s arrive, the server completes "
+            f"{capacity:.2f} per busy second: the queue grows without bound"
         )
         return replace(evidence, saturated=True, reason=reason)
-    if trend.rising:
+    if trend.rising and falling_behind:
+        reason = (
+            f"the queue grew for a while, but the server completes {capacity:.2f} requests per "
+            f"busy second, more than the {offered:.2f}/s arriving: a stall, not saturation"
+        )
+    elif trend.rising:
         reason = f"the {trend.basis} rises, but completions keep up with arrivals"
     elif falling_behind:
         reason = f"completions lag arrivals, but the {trend.basis} shows no sustained rise"

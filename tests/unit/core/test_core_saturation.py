@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from ttft.core.records import ErrorInfo, RequestRecord
 from ttft.core.saturation import (
     BASIS_OLDEST,
     WaitPoint,
     assess,
     assess_records,
+    busy_capacity_per_s,
     kendall_z,
     points_from_records,
     theil_sen,
@@ -169,3 +172,25 @@ def test_a_long_ttft_before_the_first_answers_is_not_saturation() -> None:
     so the oldest wait only grows; that is not a queue outgrowing the server."""
     points = [WaitPoint(i * S // 20, 0, None, True) for i in range(40)]
     assert not assess(points, now_ns=2 * S).saturated
+
+
+def test_a_light_load_that_meets_a_stall_is_not_saturation() -> None:
+    """1/s arrivals answered in 170 ms, then the server pauses for 6 s: the queue grows and the
+    oldest wait climbs for a while, but the server got through far more per busy second than
+    arrives. Judged live at the end of the stall."""
+    points = []
+    for i in range(16):
+        scheduled = i * S
+        if i < 10:
+            points.append(WaitPoint(scheduled, 170 * MS, scheduled + 170 * MS))
+        else:  # the stall: nothing answered from 10 s on
+            points.append(WaitPoint(scheduled, 0, None, True))
+    verdict = assess(points, now_ns=16 * S)
+    assert not verdict.saturated, verdict.reason
+    assert verdict.capacity_per_s is not None and verdict.offered_per_s is not None
+    assert verdict.capacity_per_s > verdict.offered_per_s
+
+
+def test_capacity_is_completions_per_busy_second() -> None:
+    points = [WaitPoint(0, S, S), WaitPoint(0, 2 * S, 2 * S), WaitPoint(10 * S, S, 11 * S)]
+    assert busy_capacity_per_s(points, 11 * S) == pytest.approx(1.0)  # 3 done in 3 busy s
