@@ -340,17 +340,23 @@ def assess(
             f"{capacity:.2f} per busy second: the queue grows without bound"
         )
         return replace(evidence, saturated=True, reason=reason)
+    near = (
+        f"; {offered:.2f} requests/s arrive and the server completes {capacity:.2f} per busy "
+        "second: at or near capacity"
+        if beyond
+        else ""
+    )
     if trend.rising and falling_behind:
         reason = (
             f"the queue grew for a while, but the server completes {capacity:.2f} requests per "
             f"busy second, more than the {offered:.2f}/s arriving: a stall, not saturation"
         )
     elif trend.rising:
-        reason = f"the {trend.basis} rises, but completions keep up with arrivals"
+        reason = f"the {trend.basis} rises, but completions keep up with arrivals{near}"
     elif falling_behind:
-        reason = f"completions lag arrivals, but the {trend.basis} shows no sustained rise"
+        reason = f"completions lag arrivals, but the {trend.basis} shows no sustained rise{near}"
     else:
-        reason = f"the {trend.basis} is flat and completions keep up with arrivals"
+        reason = f"the {trend.basis} is flat and completions keep up with arrivals{near}"
     return replace(evidence, reason=reason)
 
 
