@@ -329,6 +329,11 @@ def describe_workload(
             "turn_tokens": [spec.sessions.first_tokens, spec.sessions.next_tokens],
             "conversations_file": str(spec.sessions.conversations_file or "") or None,
         }
+    if spec.sessions is not None and spec.max_tokens == 1:
+        notes.append(
+            "multi-turn answers were 1 token long (--max-tokens 1), so the history grew by the "
+            "user turns only; pass e.g. --max-tokens 32 for answers like a chat's"
+        )
     if spec.stop_on_saturation:
         summary.meta["stop_on_saturation"] = True
         _keep_live_verdicts(summary, cells)
