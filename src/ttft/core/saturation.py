@@ -39,7 +39,7 @@ MIN_RISE_FRACTION = 1.0  # the wait at least doubles across the half (a queue fr
 MIN_RISE_NS = 20_000_000  # and by at least 20 ms: a drift of microseconds is not a queue
 MAX_COMPLETION_RATIO = 0.9  # completions below 90% of arrivals: the queue is growing
 MIN_POINTS = 8  # requests in the second half below which nothing is concluded
-_MAX_PAIRS_POINTS = 400  # Theil-Sen is O(n^2): thin longer series evenly
+_MAX_PAIRS_POINTS = 200  # Theil-Sen and Mann-Kendall are O(n^2): fit on this many, evenly spaced
 
 
 @dataclass(frozen=True, slots=True)
