@@ -67,7 +67,9 @@ LAYERS: dict[str, set[str]] = {
     "prompts": {"core", "workload", "weights"},
     "client": {"core", "workload"},
     "proxy": {"core", "engines"},
-    "testing": {"core", "engines", "proxy", "workload"},
+    # Instruments: scripted servers, a second client, the gateway soak (drives load with the
+    # streaming client; the gateway itself it only runs as a process, by its CLI).
+    "testing": {"core", "client", "engines", "proxy", "workload"},
     "load": {"core", "client", "workload", "engines"},
     "probe": {"core", "client", "workload", "engines", "load"},
     "lint": {"core", "engines", "prompts", "workload", "weights"},

@@ -23,7 +23,7 @@ import struct
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from ttft.client import errors
 from ttft.client.errors import RequestFailed
@@ -251,8 +251,8 @@ class ProtocolConnection(Connection, asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A cast, not an isinstance check: uvloop's transports are not asyncio.Transport.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self._inbox.put(self, data, _clock())

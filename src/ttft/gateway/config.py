@@ -115,6 +115,10 @@ class AdmissionConfig:
     # How far below 0 a request's ``priority`` may go (lower goes first): 0 means nobody jumps
     # the queue; a key of ``api_keys`` may be given more ({ key = ..., max_priority_boost = N }).
     max_priority_boost: int = 0
+    # llama-server only, with a reserve and the slot count read from /props: send each request
+    # to a chosen slot (``id_slot``), short ones to the lowest, whose tokens each batch takes
+    # first (gateway/slot_pins.py). Off: the engine picks slots itself.
+    pin_slots: bool = True
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,9 @@ class LimitsConfig:
     max_response_bytes: int = 16 * 1024 * 1024  # a non-streamed answer we must translate
     chars_per_token: float = 4.0  # estimate when no tokenizer is at hand
     prerender_cache_entries: int = 1024
+    # The frame cache's memory (prefix texts and token ids), per model: long system prompts or
+    # many distinct histories evict old frames instead of growing the process.
+    prerender_cache_bytes: int = 64 * 1024 * 1024
     drain_timeout_s: float = 10.0  # on SIGTERM: running answers may finish for this long
 
 

@@ -26,6 +26,7 @@ from ttft.engines import control
 from ttft.gateway.admission import resolve_long_reserve
 from ttft.gateway.config import GatewayConfig, engine_adapter
 from ttft.gateway.runtime import ModelRuntime, Replica, fetch
+from ttft.gateway.slot_pins import SlotPins
 
 log = logging.getLogger("ttft.gateway")
 
@@ -69,13 +70,18 @@ def total_slots(props: dict[str, Any]) -> int | None:
     return slots
 
 
-def apply_slots(replica: Replica, slots: int, configured_reserve: int | None) -> None:
-    """Set a replica's cap to the engine's slot count; waiting requests may start at once."""
+def apply_slots(
+    replica: Replica, slots: int, configured_reserve: int | None, pin: bool = True
+) -> None:
+    """Set a replica's cap to the engine's slot count; waiting requests may start at once.
+    With ``pin`` and a short-lane reserve, requests are also sent to chosen slots."""
     admission = replica.admission
     if admission.max_in_flight != slots:
         log.info("upstream %s: %d slots (from /props)", replica.name, slots)
     admission.max_in_flight = slots
     admission.long_reserve = resolve_long_reserve(configured_reserve, slots)
+    if pin and admission.split_lanes and admission.long_reserve > 0:
+        replica.slot_pins = SlotPins(slots, admission.long_reserve)
     replica.cap_from_engine = False
     admission.dispatch()
 
@@ -106,7 +112,9 @@ async def discover_replica(
                 want_slots = False
                 slots = total_slots(props)
                 if slots is not None:
-                    apply_slots(replica, slots, config.admission.long_reserve)
+                    apply_slots(
+                        replica, slots, config.admission.long_reserve, config.admission.pin_slots
+                    )
         if not (want_names or want_slots) or attempt == attempts - 1:
             return
         await asyncio.sleep(retry_s)

@@ -25,7 +25,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ttft.gateway.errors import GatewayError
 from ttft.gateway.http_response import Response
@@ -78,8 +78,8 @@ class Connection(asyncio.Protocol):
     # -- asyncio callbacks -------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A cast, not an isinstance check: uvloop's transports are not asyncio.Transport.
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client = str(peer[0]) if isinstance(peer, tuple) else self.peer

@@ -194,6 +194,12 @@ class GatewayMetrics:
         self.frames = Gauge(
             p + "prerender_cache_entries", "Static parts cached per model.", ("model",), r
         )
+        self.frame_bytes = Gauge(
+            p + "prerender_cache_bytes",
+            "Memory the pre-render cache holds per model (estimate).",
+            ("model",),
+            r,
+        )
 
     def render(self) -> bytes:
         return prom.generate_latest(self.registry)

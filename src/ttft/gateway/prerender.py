@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -52,7 +53,6 @@ class Frame:
     prefix: str
     suffix: str
     whitespace: str  # "exact": content verbatim; "strip": the template trims it; "other"
-    chars: int  # for the cache's size bound
     static_tokens: int | None = None  # exact count of the prefix, once known
     cut: int = 0  # tokenization restarts at prefix[cut:]
     head_ids: list[int] | None = None  # ids of prefix[:cut] (with BOS when we add it)
@@ -71,6 +71,24 @@ class Rendered:
     template_ns: int
     tokenize_ns: int
     frame: Frame | None
+
+
+# An OrderedDict slot, its 16-byte key object and a Frame's own fields, measured on CPython
+# 3.11 and rounded up: a cache of failed learns (``None`` frames) is bounded too.
+_ENTRY_BYTES = 400
+# One token id in a list: the list's pointer and the int object (ids above 256 are not shared).
+_ID_BYTES = 8 + 28
+
+
+def frame_bytes(frame: Frame | None) -> int:
+    """The memory one cache entry holds, an upper estimate: the prefix and suffix strings as
+    CPython stores them (1, 2 or 4 bytes per character) and the head's token ids."""
+    if frame is None:
+        return _ENTRY_BYTES
+    size = _ENTRY_BYTES + sys.getsizeof(frame.prefix) + sys.getsizeof(frame.suffix)
+    if frame.head_ids is not None:
+        size += _ID_BYTES * len(frame.head_ids)
+    return size
 
 
 def template_literals(source: str) -> tuple[str, ...]:
@@ -93,7 +111,7 @@ def static_key(messages: list[dict[str, Any]], kwargs: dict[str, Any] | None) ->
 
 
 class Prerenderer:
-    """Renders chat prompts for one model, with a frame cache bounded by entries and characters.
+    """Renders chat prompts for one model, with a frame cache bounded by entries and bytes.
 
     ``strip_bos``: remove a leading BOS text from the render, because the engine adds BOS itself
     when it tokenizes a text prompt (llama-server). In token-id mode that BOS id is prepended
@@ -108,7 +126,7 @@ class Prerenderer:
         strip_bos: bool = True,
         chars_per_token: float = 4.0,
         max_entries: int = 1024,
-        max_chars: int = 64 * 1024 * 1024,
+        max_bytes: int = 64 * 1024 * 1024,
         on_new_frame: Callable[[Frame], None] | None = None,
     ) -> None:
         self.template = template
@@ -123,10 +141,10 @@ class Prerenderer:
         self.literals = template_literals(template.source)
         self.uses_clock = self.renderer.uses_clock
         self.max_entries = max_entries
-        self.max_chars = max_chars
+        self.max_bytes = max_bytes
         self.on_new_frame = on_new_frame  # e.g. count the prefix's tokens in the background
         self._frames: OrderedDict[bytes, Frame | None] = OrderedDict()
-        self._chars = 0
+        self._bytes = 0
 
     # -- public ----------------------------------------------------------------------------
 
@@ -229,7 +247,7 @@ class Prerenderer:
             whitespace = "strip"
         else:
             whitespace = "other"
-        frame = Frame(prefix, suffix, whitespace, len(prefix) + len(suffix))
+        frame = Frame(prefix, suffix, whitespace)
         if self.tokenizer is not None:
             # Restart tokenization at a line break well before the content, so that the tokens
             # around the split are the same text in every request of this frame.
@@ -241,10 +259,17 @@ class Prerenderer:
 
     def _remember(self, key: bytes, frame: Frame | None) -> None:
         self._frames[key] = frame
-        self._chars += frame.chars if frame is not None else 0
-        while len(self._frames) > self.max_entries or self._chars > self.max_chars:
+        self._bytes += frame_bytes(frame)
+        while self._frames and (
+            len(self._frames) > self.max_entries or self._bytes > self.max_bytes
+        ):
             _, old = self._frames.popitem(last=False)
-            self._chars -= old.chars if old is not None else 0
+            self._bytes -= frame_bytes(old)
+
+    @property
+    def cached_bytes(self) -> int:
+        """What the frame cache holds, by ``frame_bytes``'s reckoning."""
+        return self._bytes
 
     def _tokenize(self, text: str, frame: Frame | None) -> list[int] | None:
         tok = self.tokenizer

@@ -25,6 +25,7 @@ from ttft.gateway.plan import CHAT, COMPLETIONS, PATHS, Plan, Planner
 from ttft.gateway.routing import NONE
 from ttft.gateway.runtime import ModelRuntime, Replica
 from ttft.gateway.sinks import ChatJsonSink, ChatStreamSink, ForwardSink
+from ttft.gateway.slot_pins import with_slot
 from ttft.gateway.upstream import request_bytes
 
 _RETRYABLE = (errors.CONNECT, errors.DISCONNECT, errors.INCOMPLETE_STREAM)
@@ -78,10 +79,15 @@ class Proxy:
                     exc.reason,
                 ) from None
             self.metrics.queue.observe(waited / 1e9, runtime.name, plan.lane)
+            pins = replica.slot_pins
+            # A client that names its slot keeps it (and the bookkeeping stays out of its way).
+            slot = pins.take(plan.lane, plan.key) if pins and "id_slot" not in plan.body else None
             try:
-                failure = await self._send(request, response, plan, replica, waited)
+                failure = await self._send(request, response, plan, replica, waited, slot)
             finally:
                 replica.admission.release(plan.lane)
+                if pins is not None:
+                    pins.give_back(slot)
             if failure is None:
                 return
             last = failure
@@ -104,12 +110,20 @@ class Proxy:
         )
 
     async def _send(
-        self, request: Request, response: Response, plan: Plan, replica: Replica, waited_ns: int
+        self,
+        request: Request,
+        response: Response,
+        plan: Plan,
+        replica: Replica,
+        waited_ns: int,
+        slot: int | None = None,
     ) -> RequestFailed | None:
         """One attempt. Returns the failure when it may be retried on another replica."""
         runtime = plan.runtime
         prerendered = plan.rendered is not None and replica.config.prerender is not False
         path, payload_body = self._upstream_body(plan, prerendered)
+        if slot is not None:
+            payload_body = with_slot(payload_body, slot)
         headers = [("Content-Type", "application/json"), ("Accept-Encoding", "identity")]
         if plan.stream:
             headers.append(("Accept", "text/event-stream"))

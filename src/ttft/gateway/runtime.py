@@ -33,6 +33,7 @@ from ttft.gateway.config import (
 )
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.routing import Router
+from ttft.gateway.slot_pins import SlotPins
 from ttft.gateway.upstream import CollectSink, UpstreamPool, request_bytes
 
 log = logging.getLogger("ttft.gateway")
@@ -58,6 +59,8 @@ class Replica:
     last_error: str = ""
     # True while the in-flight cap is a default that the engine's own slot count may replace.
     cap_from_engine: bool = False
+    # llama-server's slots, once /props named them and pinning is on (gateway/slot_pins.py).
+    slot_pins: SlotPins | None = None
 
     @property
     def name(self) -> str:
@@ -154,6 +157,10 @@ def build_runtime(
     runtime = ModelRuntime(model, replicas, router)
     metrics.frames.track(
         lambda: float(runtime.prerenderer.cached_frames) if runtime.prerenderer else 0.0,
+        model.name,
+    )
+    metrics.frame_bytes.track(
+        lambda: float(runtime.prerenderer.cached_bytes) if runtime.prerenderer else 0.0,
         model.name,
     )
     return runtime
@@ -279,6 +286,7 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
         strip_bos=adapter is not None and adapter.completions_prompt_gets_bos,
         chars_per_token=config.limits.chars_per_token,
         max_entries=config.limits.prerender_cache_entries,
+        max_bytes=config.limits.prerender_cache_bytes,
     )
     if llama:
         answer = await _first_json(runtime, control.apply_template(_PROBE), prefer=source)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -37,12 +38,15 @@ async def serve(config: GatewayConfig, on_ready: Callable[[Gateway], None] | Non
 
 
 def run(config: GatewayConfig, on_ready: Callable[[Gateway], None] | None = None) -> None:
-    """Blocking: serve until interrupted. A faster event loop (uvloop) is used when installed."""
+    """Blocking: serve until interrupted. A faster event loop (uvloop) is used when installed,
+    unless ``TTFT_GATEWAY_LOOP=asyncio`` asks for the standard one (to compare, or to rule the
+    loop out when debugging)."""
     runner: Any = asyncio.run
-    with contextlib.suppress(ImportError):
-        import uvloop  # type: ignore[import-not-found]
+    if os.environ.get("TTFT_GATEWAY_LOOP", "auto") != "asyncio":
+        with contextlib.suppress(ImportError):
+            import uvloop  # type: ignore[import-not-found,unused-ignore]
 
-        runner = uvloop.run
+            runner = uvloop.run
     runner(serve(config, on_ready))
 
 

@@ -19,6 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from ttft.client import errors
 from ttft.client.errors import RequestFailed
@@ -44,8 +45,8 @@ class UpstreamConnection(asyncio.Protocol, Exchange):
         self._paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A cast, not an isinstance check: uvloop's transports are not asyncio.Transport.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         t_ns = _clock()
@@ -154,6 +155,15 @@ class UpstreamPool:
                 conn, _ = await self._acquire(fresh=True)
                 parser = ResponseParser(sink)
                 reusable = await self._run(conn, parser, payload, on_connection)
+        except asyncio.CancelledError:
+            # A client that closes the moment its answer ended (curl, one connection per
+            # request) cancels us after the response was complete: the connection is in step
+            # and goes back to the pool. Dropping it made every such request pay a new connect.
+            if parser.done and parser.reusable and not parser.stopped:
+                self._release(conn, True, parser.head)
+            else:
+                self._drop(conn)
+            raise
         except BaseException:
             self._drop(conn)
             raise
@@ -237,7 +247,7 @@ class UpstreamPool:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                _, conn = await loop.create_connection(
+                transport, conn = await loop.create_connection(
                     UpstreamConnection,
                     self.host,
                     self.port,
@@ -255,6 +265,9 @@ class UpstreamPool:
                 errors.CONNECT,
                 f"could not connect to {self.host}:{self.port}: {exc.strerror or exc}",
             ) from None
+        if conn.transport is None:
+            # uvloop returns before it calls connection_made (asyncio calls it first).
+            conn.connection_made(transport)
         return conn
 
     def close(self) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from ttft.testing.sse_script import Piece, Script, render
 
@@ -69,6 +69,7 @@ class Snapshot:
     logs: list[RequestLog]
     connections_opened: int  # connections that carried a scripted request
     peak_open_connections: int  # the most such connections open at once
+    open_connections: int = 0  # such connections open now (a proxy's pool, or a leak)
 
 
 class _Conn(asyncio.Protocol):
@@ -85,8 +86,8 @@ class _Conn(asyncio.Protocol):
         self.log: RequestLog | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A cast, not an isinstance check: uvloop's transports are not asyncio.Transport.
+        self.transport = cast(asyncio.Transport, transport)
         self.server._conns.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -130,6 +131,7 @@ class _Conn(asyncio.Protocol):
                     "logs": [asdict(x) for x in snapshot.logs],
                     "connections_opened": snapshot.connections_opened,
                     "peak_open_connections": snapshot.peak_open_connections,
+                    "open_connections": snapshot.open_connections,
                 },
             )
             return
@@ -259,7 +261,12 @@ class ScriptedServer:
         return pieces
 
     def snapshot(self, clear: bool = False) -> Snapshot:
-        snap = Snapshot(list(self.logs), self.connections_opened, self.peak_open_connections)
+        snap = Snapshot(
+            list(self.logs),
+            self.connections_opened,
+            self.peak_open_connections,
+            self.open_connections,
+        )
         if clear:
             self.logs.clear()
             self.connections_opened = 0
@@ -389,6 +396,7 @@ class ServerProcess:
             [RequestLog.from_dict(x) for x in data["logs"]],
             data["connections_opened"],
             data["peak_open_connections"],
+            data.get("open_connections", 0),
         )
 
 

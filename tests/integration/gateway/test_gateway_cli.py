@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 RUN = [sys.executable, "-c", "from ttft.cli.main import main; main()", "gateway"]
 
@@ -95,3 +98,58 @@ def test_sigterm_lets_a_running_stream_finish_then_exits() -> None:
             if proc.stderr is not None:
                 assert "listening on" in proc.stderr.read()
                 proc.stderr.close()
+
+
+@pytest.mark.parametrize("loop", ["auto", "asyncio"])
+def test_streams_pass_on_either_event_loop_and_closing_clients_keep_upstream_connections(
+    loop: str,
+) -> None:
+    """``auto`` runs on uvloop (a dev dependency, so this runs in CI): its transports are not
+    ``asyncio.Transport``, which once crashed every upstream connect. A client that closes the
+    moment its answer ends (one connection per request) must not cost the upstream connection:
+    ten such requests in a row open one upstream connection, not ten."""
+    import asyncio
+    import os
+    import socket
+    import time
+
+    from ttft.engines.process import free_loopback_port
+    from ttft.testing.oneshot_client import send_oneshot
+    from ttft.testing.scripted_server import ServerProcess
+    from ttft.testing.sse_script import Script
+
+    assert loop == "asyncio" or importlib.util.find_spec("uvloop") is not None
+    port = free_loopback_port()
+    with ServerProcess(Script(first_token_delay_ms=5, token_interval_ms=2, n_tokens=8)) as up:
+        proc = subprocess.Popen(
+            [*RUN, "--upstream", up.base_url, "--listen", f"127.0.0.1:{port}"],
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "TTFT_GATEWAY_LOOP": loop},
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            up.snapshot(clear=True)
+            url = f"http://127.0.0.1:{port}/v1/chat/completions"
+            body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+            async def ten() -> list[bool]:
+                return [(await send_oneshot(url, body, timeout_s=10)).ok for _ in range(10)]
+
+            assert asyncio.run(ten()) == [True] * 10
+            snap = up.snapshot()
+            assert len(snap.logs) == 10
+            assert snap.connections_opened == 1, snap.connections_opened
+        finally:
+            proc.terminate()
+            proc.wait(20)
+            if proc.stderr is not None:
+                err = proc.stderr.read()
+                proc.stderr.close()
+                assert "Traceback" not in err, err

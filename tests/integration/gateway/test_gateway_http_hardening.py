@@ -165,6 +165,10 @@ def test_one_client_cannot_take_every_connection() -> None:
         first = socket.create_connection(("127.0.0.1", port))
         second = socket.create_connection(("127.0.0.1", port))
         try:
+            # A started request each: the listener defers accept until a connection's first
+            # bytes (TCP_DEFER_ACCEPT), so a silent one is the kernel's, not yet counted here.
+            first.sendall(b"GET / HTTP/1.1\r\n")
+            second.sendall(b"GET / HTTP/1.1\r\n")
             time.sleep(0.05)
             out = exchange(port, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
             assert out.startswith(b"HTTP/1.1 429 "), out[:80]
@@ -215,3 +219,23 @@ def test_a_head_can_be_refused_before_its_body_is_read() -> None:
         out = exchange(port, b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100000000\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 401 ") and b"invalid_api_key" in out
     assert time.monotonic() - started < 3
+
+
+def test_a_silent_connection_costs_the_server_nothing_until_it_sends() -> None:
+    """Deferred accept (Linux TCP_DEFER_ACCEPT, 1 s): a connection that sent nothing is held by
+    the kernel for that second, not by a protocol object (after it, the kernel hands it over and
+    the first-request timeout applies); a connection's first bytes bring accept and read
+    together."""
+    with http_server(echo, first_request_timeout_s=5) as (_, port, server):
+        silent = socket.create_connection(("127.0.0.1", port))
+        talking = socket.create_connection(("127.0.0.1", port))
+        try:
+            time.sleep(0.2)
+            assert not server.connections
+            talking.sendall(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+            talking.settimeout(0.5)
+            assert talking.recv(65536).startswith(b"HTTP/1.1 200 ")
+            assert len(server.connections) == 1
+        finally:
+            silent.close()
+            talking.close()

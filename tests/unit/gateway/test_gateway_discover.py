@@ -48,6 +48,18 @@ def test_llama_server_slots_become_the_cap_when_the_user_gave_none() -> None:
     assert runtime.engine_names == {"gemma"}
 
 
+def test_slots_from_props_with_a_reserve_are_pinned_and_pinning_can_be_turned_off() -> None:
+    config, runtime = _runtime()
+    get = _answers({"/props": {"total_slots": 3}})
+    asyncio.run(discover_replica(runtime, runtime.replicas[0], config, get, retry_s=0))
+    pins = runtime.replicas[0].slot_pins
+    assert pins is not None and pins.slots == 3
+    for admission in ({"pin_slots": False}, {"long_reserve": 0}, {"split_lanes": False}):
+        config, runtime = _runtime(**admission)
+        asyncio.run(discover_replica(runtime, runtime.replicas[0], config, get, retry_s=0))
+        assert runtime.replicas[0].slot_pins is None, admission
+
+
 def test_a_cap_the_user_gave_is_kept_and_props_is_not_asked() -> None:
     config, runtime = _runtime(max_in_flight=3)
     get = _answers({"/props": {"total_slots": 16}})

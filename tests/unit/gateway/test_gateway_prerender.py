@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ttft.gateway.prerender import Prerenderer, template_literals
+from ttft.gateway.prerender import Frame, Prerenderer, frame_bytes, template_literals
 from ttft.prompts.chat_template import ChatTemplate
 
 CHATML = (
@@ -127,6 +127,23 @@ def test_the_cache_is_bounded_by_entries() -> None:
     for i in range(10):
         pre.render(conversation("q", system=f"system {i}"))
     assert pre.cached_frames == 3
+
+
+def test_the_cache_is_bounded_by_bytes_whatever_the_entry_count() -> None:
+    """Long static parts (a 20,000-character system prompt each) evict old frames once the byte
+    budget is spent, although the entry bound is far away."""
+    pre = make(CHATML, max_entries=1000, max_bytes=200_000)
+    for i in range(30):
+        pre.render(conversation("q", system=f"system {i} " + "x" * 20_000))
+    assert pre.cached_bytes <= 200_000
+    assert 5 <= pre.cached_frames <= 10
+    assert pre.render(conversation("q", system="system 29 " + "x" * 20_000)).cache == "hit"
+
+
+def test_frame_bytes_counts_wide_characters_at_their_storage_width() -> None:
+    narrow = frame_bytes(Frame("a" * 1000, "", "exact"))
+    wide = frame_bytes(Frame("\U0001f600" * 1000, "", "exact"))
+    assert wide - narrow >= 2900  # 4 bytes per character against 1
 
 
 def test_markup_literals_are_found_and_plain_words_ignored() -> None:

@@ -54,9 +54,11 @@ ADAPTER = EngineAdapter(
         # Measured on the pinned build: with -b/-ub 256 or 512 a short request still waited for
         # the whole 1500-token prefill (2.4-2.5 s against ~100 ms alone), so the lever on
         # llama-server is where long prompts run, not the batch size.
-        head_of_line="llama-server prefills a prompt to its end before a newly arrived one "
-        "starts (smaller `-b`/`-ub` did not change that here): serve long prompts from their "
-        "own llama-server replica so short requests never queue behind them",
+        head_of_line="llama-server fills each batch slot by slot in slot order, so a short "
+        "prompt in a higher slot waits for a long prompt's whole prefill: put `ttft gateway` "
+        "in front (it reserves the lowest slot for short requests and pins them there with "
+        "`id_slot`) and lower `-b`/`-ub` (e.g. 64-256) so a batch takes a few hundred ms; or "
+        "serve long prompts from their own replica",
         more_slots="llama-server: `-np {level}` (and scale `-c` so each slot keeps its "
         "context: -c = per-slot context x slots)",
     ),
