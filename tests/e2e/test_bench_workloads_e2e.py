@@ -195,13 +195,14 @@ def test_a_load_beyond_capacity_is_marked_saturated_and_a_light_one_is_not(
     """64-token prompts on one engine thread: 1 request/s holds; 20/s is several times what
     the engine serves. With --stop-on-saturation the 20/s cell stops early (in-flight requests
     recorded as cancelled), the 40/s level is skipped, and the report names the last load that
-    held. The light cell runs 18 s so that its verdict rests on enough requests."""
+    held. The light cell runs 18 s, with nearly regular arrivals (gamma shape 20), so that its
+    verdict rests on enough requests."""
     out = tmp_path / "sat"
     done = subprocess.run(
         _ttft(
             "bench", "--url", engine.base_url, "--buckets", "64", "--max-tokens", "1",
-            "--rate", "1", "--rate", "20", "--rate", "40", "--duration", "18s",
-            "--stop-on-saturation", "--warmup", "1", "--out", str(out),
+            "--rate", "1", "--rate", "20", "--rate", "40", "--burstiness", "20",
+            "--duration", "18s", "--stop-on-saturation", "--warmup", "1", "--out", str(out),
         ),
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
