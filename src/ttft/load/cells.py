@@ -160,7 +160,13 @@ def _session_cells(
         else:
             if tokenizer is None:
                 raise ValueError("synthesised conversations need a tokenizer")
-            conversations = synthesize(tokenizer, sessions, sessions.sessions or 1, seed=seed)
+            count = sessions.sessions or 1
+
+            def tick(done: int, _: int, base: int = repeat * count, total: int = count) -> None:
+                if progress is not None:
+                    progress(base + done, total * spec.repeat)
+
+            conversations = synthesize(tokenizer, sessions, count, seed=seed, progress=tick)
         loop = SessionLoop(conversations, sessions, spec.max_tokens, seed=seed)
         label = f"sessions={len(conversations)}"
         items: list[WorkItem] = []
@@ -173,8 +179,6 @@ def _session_cells(
                 loop=loop,
             )
         )
-        if progress is not None:
-            progress(repeat + 1, spec.repeat)
     warm = (
         length_buckets(
             tokenizer,

@@ -8,6 +8,7 @@ they stream: the history the server sees is the one it would see from a real use
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,12 @@ def parse_turn_tokens(text: str) -> tuple[int, int]:
 
 
 def synthesize(
-    tokenizer: Tokenizer, spec: SessionsSpec, count: int, *, seed: str
+    tokenizer: Tokenizer,
+    spec: SessionsSpec,
+    count: int,
+    *,
+    seed: str,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Conversation]:
     """``count`` conversations of ``spec.turns`` user turns of exact lengths; each conversation
     differs from the others from its first word, so none rides on another's prefix cache."""
@@ -99,6 +105,8 @@ def synthesize(
                 text_of_tokens(tokenizer, spec.next_tokens, f"{seed}/session{i}/turn{turn}")
             )
         conversations.append(Conversation((), tuple(users)))
+        if progress is not None:
+            progress(i + 1, count)
     return conversations
 
 
