@@ -39,8 +39,8 @@ class RunStat:
 @dataclass(frozen=True, slots=True)
 class RunSpread:
     """The per-run p50s of one metric and their spread: median, min-max, and a bootstrap
-    confidence interval of the median across runs (with 3 runs it can be no narrower than the
-    middle of them; 5 or more give a useful one)."""
+    confidence interval of the median across runs (a percentile bootstrap: up to 5 runs it is
+    the min-max range itself; it narrows from about 8 runs on)."""
 
     metric: str
     unit: str
