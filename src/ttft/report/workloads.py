@@ -4,11 +4,13 @@ renderers so they say the same thing."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich import box
 from rich.table import Table
 
+from ttft.core.errors import TtftError
 from ttft.core.repeats import RunSpread
 from ttft.core.saturation import Saturation
 from ttft.core.summary import BenchSummary, CellSummary
@@ -107,3 +109,16 @@ def turns_table(summary: BenchSummary) -> Table:
     for row in summary.turns:
         table.add_row(*turn_values(row))
     return table
+
+
+def workload_notes(summary: Mapping[str, Any]) -> list[str]:
+    """The same saturation and where-it-held lines, from a summary read back as JSON (the HTML
+    page works on the saved dict)."""
+    try:
+        loaded = BenchSummary.from_dict(summary)
+    except (TtftError, KeyError, TypeError, ValueError):
+        return []  # a partial or foreign summary: the page shows what it can without these
+    notes = [
+        f"{cell.cell}: {text}" for cell in loaded.cells for text, _ in cell_workload_lines(cell)
+    ]
+    return notes + [text for text, _ in overview_lines(loaded)]
