@@ -54,3 +54,11 @@ def test_repeats_and_turns_are_reported() -> None:
     text = _render(summarize_run(records))
     assert "ttft p50 over 3 runs" in text and "CI" in text
     assert "medians per turn" in text
+
+
+def test_the_html_page_lists_the_saturation_verdict_among_its_notes() -> None:
+    from ttft.report.html_bench import bench_page
+
+    summary = summarize_run(_saturated_records()).to_dict()
+    page = bench_page(summary, None, generated="now")
+    assert "SATURATED at this load" in page
