@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from ttft.cli.bench_setup import PROFILES
+from ttft.cli.bench_workloads import workload_options
 from ttft.cli.html_output import html_option
 from ttft.cli.options import BenchOptions
 from ttft.cli.target_options import TargetOptions, target_options
@@ -118,6 +119,7 @@ from ttft.core.errors import TtftError
 )
 @html_option
 @trace_options
+@workload_options
 @click.pass_context
 def bench(ctx: click.Context, /, target: TargetOptions, **opts: Any) -> None:
     """Measure streaming TTFT at the client, per prompt length x load level.
@@ -132,6 +134,9 @@ def bench(ctx: click.Context, /, target: TargetOptions, **opts: Any) -> None:
       ttft bench                                   # embedded engine, quick profile
       ttft bench --url http://127.0.0.1:8000 --slo 'ttft:p99<600ms'
       ttft bench --url URL --rate 2 --rate 8 --requests 100
+      ttft bench --url URL --ramp rate=1..10:stages=5,stage=30s --stop-on-saturation
+      ttft bench --sessions 4 --turns 4 --max-tokens 32   # multi-turn, TTFT per turn
+      ttft bench --repeat 5                        # run-to-run spread with its CI
       ttft bench --html                            # + results/.../report.html with charts
       ttft bench --trace mooncake.jsonl --api completions --speed 2   # replay a trace
       ttft bench compare before/summary.json after/summary.json

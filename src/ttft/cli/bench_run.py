@@ -20,6 +20,12 @@ from ttft.cli.bench_setup import (
     parse_int_list,
     parse_shared_prefix,
 )
+from ttft.cli.bench_workloads import (
+    apply_workload_options,
+    check_fits,
+    longest_prompt,
+    requests_text,
+)
 from ttft.cli.options import BenchOptions
 from ttft.cli.trace_options import describe as describe_trace
 from ttft.cli.trace_options import embedded_settings, reuse_note, trace_spec
@@ -28,7 +34,7 @@ from ttft.core.records import RequestRecord
 from ttft.core.slo import parse_slos
 from ttft.core.target import Target
 from ttft.engines.control import ControlClient, complete_target
-from ttft.load.plan import check_fits_context
+from ttft.load.cells import expected_requests
 from ttft.load.runner import CellPlan
 from ttft.load.session import SessionHooks, SessionResult, run_session
 from ttft.load.trace_plan import load_trace, needs_tokenizer
@@ -68,7 +74,7 @@ def _spec(options: BenchOptions, profile_name: str) -> WorkloadSpec:
     if options.max_tokens < 1:
         raise TtftError("--max-tokens must be at least 1")
     trace = trace_spec(options)
-    return WorkloadSpec(
+    spec = WorkloadSpec(
         buckets=buckets,
         requests=options.n_requests if options.n_requests is not None else profile.requests,
         max_tokens=options.max_tokens,
@@ -82,6 +88,7 @@ def _spec(options: BenchOptions, profile_name: str) -> WorkloadSpec:
         max_in_flight=options.max_in_flight,
         trace=trace,
     )
+    return apply_workload_options(spec, options)
 
 
 @contextlib.contextmanager
@@ -96,7 +103,7 @@ def _target(
     headers = options.target.header_dict()
     from ttft.engines.llamacpp.embedded import launch_embedded
 
-    longest = max(spec.buckets) if spec.shared_prefix is None else sum(spec.shared_prefix)
+    longest = longest_prompt(spec)
     ctx = embedded_ctx_size(longest, spec.max_tokens, EMBEDDED_SLOTS)
     extra: tuple[str, ...] = ()
     if spec.trace is not None:
@@ -179,12 +186,12 @@ def execute(options: BenchOptions) -> None:
         if spec.prompt_file or spec.sharegpt_file
         else "/".join(str(b) for b in spec.buckets) + " tokens"
     )
-    sizes = f" x {levels}, {spec.requests} requests per cell" if spec.trace is None else ""
+    sizes = f" x {levels}, {requests_text(spec)}" if spec.trace is None else ""
     console.print(
         f"[bold]ttft bench[/bold] ({profile} defaults): {shape}{sizes}; records -> {records_path}"
     )
     with _target(options, spec, console) as (target, fresh):
-        check_fits_context(spec, ControlClient(target).context_limit())
+        check_fits(spec, ControlClient(target).context_limit())
         uses_files = options.prompt_file is not None or options.sharegpt is not None
         if spec.trace is not None:
             uses_files = not needs_tokenizer(load_trace(spec.trace))
@@ -227,10 +234,11 @@ def _run_with_progress(
 
         def on_cell_start(plan: CellPlan) -> None:
             if cell_task["id"] is not None:
+                progress.stop_task(cell_task["id"])  # a timed cell's bar has no total to reach
                 progress.update(cell_task["id"], visible=plan.phase == "warm")
             name = plan.cell if plan.phase == "warm" else f"{plan.cell} ({plan.phase})"
             cell_task.update(ok=0, failed=0)
-            cell_task["id"] = progress.add_task(name, total=len(plan.items), status="")
+            cell_task["id"] = progress.add_task(name, total=expected_requests(plan), status="")
 
         def on_record(record: RequestRecord) -> None:
             key = "ok" if record.error is None else "failed"

@@ -41,6 +41,15 @@ class BenchOptions:
     block_size: int = 512
     trace_limit: int | None = None
     max_tokens_given: bool = True  # False: --max-tokens is its default (a trace keeps its own)
+    duration: str | None = None
+    ramp: str | None = None
+    repeat: int = 1
+    stop_on_saturation: bool = False
+    sessions: int | None = None
+    turns: int = 4
+    think_time: str = "1"
+    turn_tokens: str = "256:32"
+    conversations: Path | None = None
 
     @property
     def profile_name(self) -> str:

@@ -19,6 +19,7 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 from ttft.client import errors
+from ttft.client.answer_text import TextReader
 from ttft.client.errors import RequestFailed
 from ttft.client.http import ResponseHead, ResponseParser, request_head, with_body
 from ttft.client.openai import PATHS, ChunkReader, Request, error_message, prepare
@@ -48,12 +49,18 @@ class _LadderSink:
         "error",
     )
 
-    def __init__(self, record: RequestRecord, anchor_ns: int, require_done: bool) -> None:
+    def __init__(
+        self,
+        record: RequestRecord,
+        anchor_ns: int,
+        require_done: bool,
+        text_out: list[str] | None = None,
+    ) -> None:
         self._record = record
         self._require_done = require_done
         self._anchor = anchor_ns
         self._decoder = SseDecoder()
-        self._reader = ChunkReader(record)
+        self._reader = ChunkReader(record) if text_out is None else TextReader(record, text_out)
         self._collected: bytearray | None = None  # set when the body is an error, not a stream
         self.error: ErrorInfo | None = None
 
@@ -270,8 +277,12 @@ class StreamingClient:
         anchor: RunAnchor,
         *,
         timeout_s: float | _Unset | None = _Unset.UNSET,
+        text_out: list[str] | None = None,
     ) -> RequestRecord:
         """Send one request, fill ``record``'s ladder, return it. Failures go to ``record.error``.
+
+        ``text_out``, when given, receives the answer's content text piece by piece (for
+        multi-turn runs, which send it back; other runs leave it out and pay nothing).
 
         ``record.scheduled_ns`` is the caller's; when left ``None`` it is set to now, so that
         ``sent - scheduled`` still shows the client's own preparation time. The request carries
@@ -294,7 +305,7 @@ class StreamingClient:
             )
         id_line = b"" if self._user_id is not None else _id_header(record.request_id)
         payload = with_body(head + id_line, _dumps(body).encode())
-        sink = _LadderSink(record, anchor_ns, self._require_done)
+        sink = _LadderSink(record, anchor_ns, self._require_done, text_out)
         parser = ResponseParser(sink)
         limit = self.timeout_s if isinstance(timeout_s, _Unset) else timeout_s
         try:

@@ -79,6 +79,10 @@ class RequestRecord:
             and self.server_request_id != self.request_id
         )
 
+    repeat: int | None = None  # --repeat: which run of its cell (0-based); None without repeats
+    session: int | None = None  # multi-turn: which conversation (0-based)
+    turn: int | None = None  # multi-turn: which turn of its conversation (1-based)
+
     @property
     def ok(self) -> bool:
         return self.error is None and self.first_content_ns is not None

@@ -17,6 +17,8 @@ from ttft.core.errors import TtftError
 from ttft.core.identity import mismatch_notice
 from ttft.core.metrics import HEADLINE, METRICS, output_tokens
 from ttft.core.records import RequestRecord
+from ttft.core.repeats import RunSpread, run_spread
+from ttft.core.saturation import Saturation, assess_records
 from ttft.core.slo import Slo, SloVerdict, count_good, evaluate
 from ttft.core.stats import (
     DEFAULT_LEVEL,
@@ -30,6 +32,7 @@ from ttft.core.stats import (
     outlier_notice,
     spread_notice,
 )
+from ttft.core.turns import TurnRow, turn_rows
 from ttft.core.units import NS_PER_S, display_unit, format_value
 
 SCHEMA = "ttft.bench.summary/1"
@@ -82,6 +85,8 @@ class CellSummary:
     slos: list[SloVerdict]
     warnings: list[Notice]
     cold: CellSummary | None = None
+    saturation: Saturation | None = None  # warm phase: is the queue growing without bound?
+    repeats: RunSpread | None = None  # --repeat: the spread of the per-run p50s
 
     @property
     def failed(self) -> int:
@@ -109,6 +114,8 @@ class CellSummary:
             "slos": [verdict.to_dict() for verdict in self.slos],
             "warnings": [asdict(notice) for notice in self.warnings],
             "cold": None if self.cold is None else self.cold.to_dict(),
+            "saturation": None if self.saturation is None else self.saturation.to_dict(),
+            "repeats": None if self.repeats is None else self.repeats.to_dict(),
         }
 
     @classmethod
@@ -130,6 +137,8 @@ class CellSummary:
             slos=[SloVerdict.from_dict(v) for v in data["slos"]],
             warnings=[Notice(**v) for v in data["warnings"]],
             cold=None if cold is None else cls.from_dict(cold),
+            saturation=Saturation.from_dict(data["saturation"]) if data.get("saturation") else None,
+            repeats=RunSpread.from_dict(data["repeats"]) if data.get("repeats") else None,
         )
 
 
@@ -141,6 +150,7 @@ class BenchSummary:
     slos: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     schema: str = SCHEMA
+    turns: list[TurnRow] = field(default_factory=list)  # multi-turn runs: medians per turn
 
     @property
     def slos_passed(self) -> bool:
@@ -160,6 +170,7 @@ class BenchSummary:
             "slos": list(self.slos),
             "meta": dict(self.meta),
             "cells": [cell.to_dict() for cell in self.cells],
+            "turns": [row.to_dict() for row in self.turns],
         }
 
     @classmethod
@@ -177,6 +188,7 @@ class BenchSummary:
             slos=[str(text) for text in data.get("slos", [])],
             meta=dict(data.get("meta", {})),
             schema=SCHEMA,
+            turns=[TurnRow.from_dict(row) for row in data.get("turns", [])],
         )
 
 
@@ -363,6 +375,8 @@ def summarize(
         summary.cold = _summarize_phase(
             cold, cell=cell, phase=COLD, warmup=0, duration_ns=None, **options
         )
+    summary.saturation = assess_records(warm)
+    summary.repeats = run_spread(warm, resamples=resamples, level=level, seed=seed)
     return summary
 
 
@@ -401,4 +415,5 @@ def summarize_run(
             )
         )
     info = {"bootstrap_resamples": resamples, "ci_level": level, "seed": seed, **(meta or {})}
-    return BenchSummary(cells=cells, slos=[slo.text for slo in slos], meta=info)
+    turns = turn_rows(r for group in by_cell.values() for r in group)
+    return BenchSummary(cells=cells, slos=[slo.text for slo in slos], meta=info, turns=turns)

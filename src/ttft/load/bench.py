@@ -31,12 +31,21 @@ class ClientSender:
         self.anchor = anchor
         self.extra_body = extra_body or {}
 
-    async def send(self, item: WorkItem, record: RequestRecord) -> None:
+    def _body(self, item: WorkItem) -> dict[str, Any]:
         body = dict(item.body)
         body.update(self.extra_body)
         body["stream"] = True
         body.setdefault("stream_options", {"include_usage": True})
-        await self.client.send(body, record, self.anchor)
+        return body
+
+    async def send(self, item: WorkItem, record: RequestRecord) -> None:
+        await self.client.send(self._body(item), record, self.anchor)
+
+    async def send_collecting(self, item: WorkItem, record: RequestRecord) -> str:
+        """``send``, and the answer's text (multi-turn runs send it back in the next turn)."""
+        texts: list[str] = []
+        await self.client.send(self._body(item), record, self.anchor, text_out=texts)
+        return "".join(texts)
 
 
 @dataclass
@@ -66,8 +75,10 @@ async def run_cells(
     on_cell_start: Callable[[CellPlan], None] | None = None,
     extra_body: dict[str, Any] | None = None,
     timeout_s: float = 600.0,
+    skip: Callable[[CellPlan], bool] | None = None,
 ) -> BenchResult:
-    """Run ``cells`` in order; each record is written to ``sink`` the moment it finishes."""
+    """Run ``cells`` in order; each record is written to ``sink`` the moment it finishes.
+    ``skip(plan)``, asked just before each cell, leaves that cell out (a saturation stop)."""
     anchor = anchor or RunAnchor.now()
     watcher = MetricsWatcher(target.metrics_url, target.engine_kind, target.auth_headers())
 
@@ -86,6 +97,8 @@ async def run_cells(
     ) as client:
         runner = Runner(ClientSender(client, anchor, extra_body), anchor, record_done)
         for plan in cells:
+            if skip is not None and skip(plan):
+                continue
             if on_cell_start is not None:
                 on_cell_start(plan)
             before = await asyncio.to_thread(watcher.snapshot)

@@ -29,6 +29,13 @@ class Sender(Protocol):
 OnRecord = Callable[[RequestRecord], None]
 
 
+class CellLoop(Protocol):
+    """A cell that sends in its own pattern (a duration, a live stop, conversations) instead of
+    the fixed-count loops below; it makes its records with ``Runner.new_record``."""
+
+    async def run(self, runner: Runner, plan: CellPlan) -> list[RequestRecord]: ...
+
+
 @dataclass
 class CellPlan:
     """One cell: these items, sent with this arrival pattern, labelled ``cell``."""
@@ -39,6 +46,8 @@ class CellPlan:
     phase: str = "warm"
     max_in_flight: int | None = None  # open loop, replay: a cap makes client-side waiting visible
     meta: dict[str, object] = field(default_factory=dict)
+    repeat: int | None = None  # --repeat: which run of this cell (stored in every record)
+    loop: CellLoop | None = None  # how to send when not a fixed count (see load/timed.py)
 
 
 class Runner:
@@ -63,8 +72,18 @@ class Runner:
         record = RequestRecord(
             index=index, cell=plan.cell, phase=plan.phase, request_id=f"{self.id_prefix}-{index}"
         )
+        record.repeat = plan.repeat
         self._next_index += 1
         return record
+
+    # The pieces a ``CellLoop`` builds on.
+    now = _now
+    new_record = _new_record
+
+    async def one(self, item: WorkItem, record: RequestRecord) -> RequestRecord:
+        """Send one request; its record reaches ``on_record`` whether it finished or was
+        cancelled."""
+        return await self._one(item, record)
 
     async def _one(self, item: WorkItem, record: RequestRecord) -> RequestRecord:
         try:
@@ -78,6 +97,8 @@ class Runner:
         return record
 
     async def run_cell(self, plan: CellPlan) -> list[RequestRecord]:
+        if plan.loop is not None:
+            return await plan.loop.run(self, plan)
         if isinstance(plan.arrival, ClosedLoop):
             return await self._closed(plan, plan.arrival)
         return await self._open(plan, plan.arrival)
@@ -137,4 +158,4 @@ def max_overlap(records: Sequence[RequestRecord]) -> int:
     return peak
 
 
-__all__ = ["CellPlan", "ClosedLoop", "OpenLoop", "Runner", "Sender", "max_overlap"]
+__all__ = ["CellLoop", "CellPlan", "ClosedLoop", "OpenLoop", "Runner", "Sender", "max_overlap"]

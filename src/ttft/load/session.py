@@ -21,7 +21,8 @@ from ttft.core.summary import BenchSummary, summarize_run
 from ttft.core.target import Target
 from ttft.load.bench import BenchResult, run_cells
 from ttft.load.calibrate import template_overhead, template_overhead_without_inference
-from ttft.load.plan import build_cells
+from ttft.load.cells import SaturationGate, describe_workload, expand_cells
+from ttft.load.multiturn import turn_label
 from ttft.load.runner import CellPlan
 from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
 from ttft.workload.arrival import ClosedLoop
@@ -105,13 +106,16 @@ def run_session(
     # The cold request gets a prompt of its own: reusing a cell's first prompt would hand that
     # cell a prefix-cache hit.
     lead_spec = dataclasses.replace(spec, warmup=spec.warmup + (1 if fresh_server else 0))
-    cells, lead_items = build_cells(
+    cells, lead_items = expand_cells(
         lead_spec, tokenizer, template_overhead=overhead or 0, progress=hooks.on_build
     )
     for plan in cells:
         extra = plan.meta.get("notes")  # what building a cell found (a trace's notes)
         if isinstance(extra, list):
             notes.extend(str(note) for note in extra)
+    gate = SaturationGate() if spec.stop_on_saturation else None
+    # Multi-turn records are labelled per turn: the cold and warm-up requests belong to turn 1.
+    lead_label = turn_label(cells[0].cell, 1) if spec.sessions and cells else ""
     cold_items = lead_items[:1] if fresh_server else []
     warmup = lead_items[len(cold_items) :]
     anchor = RunAnchor.now()
@@ -130,9 +134,13 @@ def run_session(
         )
         lead: list[CellPlan] = []
         if fresh_server and cells:
-            lead.append(CellPlan(cells[0].cell, cold_items, ClosedLoop(1), phase="cold"))
-        if warmup:
-            lead.append(CellPlan(cells[0].cell, warmup, ClosedLoop(1), phase="warmup"))
+            lead.append(
+                CellPlan(lead_label or cells[0].cell, cold_items, ClosedLoop(1), phase="cold")
+            )
+        if warmup and cells:
+            lead.append(
+                CellPlan(lead_label or cells[0].cell, warmup, ClosedLoop(1), phase="warmup")
+            )
         _stage(hooks, "sending")
         bench = asyncio.run(
             run_cells(
@@ -143,10 +151,14 @@ def run_session(
                 on_record=hooks.on_record,
                 on_cell_start=hooks.on_cell_start,
                 timeout_s=timeout_s,
+                skip=gate.skip if gate is not None else None,
             )
         )
         records = [r for cell in bench.cells for r in cell.records]
-        durations = {c.plan.cell: c.duration_ns for c in bench.cells if c.plan.phase == "warm"}
+        durations: dict[str, int] = {}
+        for c in bench.cells:
+            if c.plan.phase == "warm":  # repeats of a cell add up
+                durations[c.plan.cell] = durations.get(c.plan.cell, 0) + c.duration_ns
         summary = summarize_run(
             records,
             duration_ns=durations,
@@ -161,6 +173,7 @@ def run_session(
                 "notes": [*notes, *bench.notes],
             },
         )
+        notes += describe_workload(summary, spec, cells, gate)
         sink.write(
             {"type": "end", "elapsed_s": (time.perf_counter_ns() - anchor.monotonic_ns) / 1e9}
         )

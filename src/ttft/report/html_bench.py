@@ -27,6 +27,7 @@ from ttft.report.html_page import (
     toggled_figure,
 )
 from ttft.report.svg import Rule, Segment, Series, color, lanes_chart, line_chart
+from ttft.report.workloads import workload_notes
 
 HEADLINE_STATS = ("p50", "p90", "p95", "p99", "mean")
 LADDER_COLORS = ("#bbbbbb", "#9ecae1", "#4292c6", "#08519c", "#e6550d")
@@ -292,6 +293,7 @@ def bench_body(summary: Mapping[str, Any], records: Sequence[RequestRecord] | No
             )
         )
     notes = [f"{c['cell']}: {w['message']}" for c in summary["cells"] for w in c["warnings"]]
+    notes += workload_notes(summary)
     if notes:
         body.append(
             section("Warnings", "<ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")

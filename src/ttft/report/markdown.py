@@ -17,6 +17,7 @@ from ttft.report.rows import (
     verdict_text,
     verdict_unit,
 )
+from ttft.report.workloads import TURN_COLUMNS, cell_workload_lines, overview_lines, turn_values
 
 
 def _escape(text: str) -> str:
@@ -49,6 +50,7 @@ def cell_markdown(cell: CellSummary, metrics: Sequence[str] | None = None) -> st
     lines += _table(header, rows, right_from=2)
     notes = [f"- SLO {verdict_text(v, verdict_unit(cell, v))}" for v in cell.slos]
     notes += [f"- warning: {notice.message}" for notice in cell.warnings]
+    notes += [f"- {text}" for text, _ in cell_workload_lines(cell)]
     if notes:
         lines += ["", *notes]
     return "\n".join(lines) + "\n"
@@ -61,6 +63,10 @@ def summary_to_markdown(summary: BenchSummary, metrics: Sequence[str] | None = N
         verdict = "all met" if summary.slos_passed else "**some FAILED**"
         parts += [f"SLOs: {', '.join(f'`{s}`' for s in summary.slos)}: {verdict}", ""]
     parts += [cell_markdown(cell, metrics) for cell in phases(summary)]
+    if summary.turns:
+        rows = [turn_values(row) for row in summary.turns]
+        parts += ["### TTFT per turn (medians; ms, tokens)", "", *_table(TURN_COLUMNS, rows, 1), ""]
+    parts += [f"- {text}" for text, _ in overview_lines(summary)]
     return "\n".join(parts)
 
 

@@ -22,6 +22,7 @@ from ttft.report.rows import (
     verdict_text,
     verdict_unit,
 )
+from ttft.report.workloads import cell_workload_lines, overview_lines, turns_table
 
 
 def cell_table(cell: CellSummary, metrics: Sequence[str] | None = None) -> Table:
@@ -59,6 +60,7 @@ def cell_notes(cell: CellSummary) -> list[Text]:
         lines.append(Text(f"SLO {text}", style="green" if verdict.passed else "bold red"))
     for notice in cell.warnings:
         lines.append(Text(f"! {notice.message}", style="yellow"))
+    lines += [Text(text, style=style) for text, style in cell_workload_lines(cell)]
     return lines
 
 
@@ -69,6 +71,9 @@ def summary_renderables(
     parts: list[RenderableType] = []
     for cell in phases(summary):
         parts.append(Group(cell_table(cell, metrics), *cell_notes(cell)))
+    if summary.turns:
+        parts.append(turns_table(summary))
+    parts += [Text(text, style=style) for text, style in overview_lines(summary)]
     if summary.slos:
         overall = "all SLOs met" if summary.slos_passed else "some SLOs FAILED"
         style = "bold green" if summary.slos_passed else "bold red"

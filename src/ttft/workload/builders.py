@@ -26,9 +26,11 @@ def length_buckets(
     template_overhead: int = 0,
     seed: str = "ttft",
     progress: Progress | None = None,
+    start: int = 0,
 ) -> list[WorkItem]:
     """``per_bucket`` prompts of each length; each prompt totals ``bucket`` tokens as the server
     counts them (content + ``template_overhead``), distinct from each other from the first token.
+    ``start`` numbers them from there (a timed cell building more of the same series).
     """
     items: list[WorkItem] = []
     total = len(buckets) * per_bucket
@@ -40,7 +42,7 @@ def length_buckets(
                 "tokens",
                 "use longer buckets, or --api completions",
             )
-        for i in range(per_bucket):
+        for i in range(start, start + per_bucket):
             text = text_of_tokens(tokenizer, content_tokens, f"{seed}/{length}/{i}")
             body = (
                 chat_body([{"role": "user", "content": text}], max_tokens)
@@ -62,12 +64,14 @@ def shared_prefix(
     max_tokens: int = 1,
     seed: str = "ttft",
     progress: Progress | None = None,
+    start: int = 0,
 ) -> list[WorkItem]:
     """A common system prompt of ``prefix_tokens`` plus a unique user message of
-    ``suffix_tokens`` per request: the shape that prefix caching is built for."""
+    ``suffix_tokens`` per request: the shape that prefix caching is built for. ``start``
+    numbers the suffixes from there."""
     system = text_of_tokens(tokenizer, prefix_tokens, f"{seed}/system/{prefix_tokens}")
     items = []
-    for i in range(count):
+    for i in range(start, start + count):
         user = text_of_tokens(tokenizer, suffix_tokens, f"{seed}/suffix/{i}")
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         items.append(
@@ -80,7 +84,7 @@ def shared_prefix(
             )
         )
         if progress:
-            progress(i + 1, count)
+            progress(i + 1 - start, count)
     return items
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ttft.workload.arrival import Arrival, ClosedLoop
+from ttft.workload.conversations import SessionsSpec
 from ttft.workload.requests import ApiStyle
 from ttft.workload.trace import TraceSpec
 
@@ -28,3 +29,7 @@ class WorkloadSpec:
     arrivals: Sequence[Arrival] = field(default_factory=lambda: [ClosedLoop(c) for c in (1, 8, 32)])
     max_in_flight: int | None = None
     trace: TraceSpec | None = None  # replay a timed trace instead (one cell; arrivals unused)
+    duration_s: float | None = None  # --duration: each cell runs this long instead of a count
+    repeat: int = 1  # --repeat: every cell this many times, interleaved, each with its own seed
+    stop_on_saturation: bool = False  # stop a saturated cell and skip the higher loads after it
+    sessions: SessionsSpec | None = None  # multi-turn conversations instead of single requests
