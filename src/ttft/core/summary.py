@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ttft.core.client_health import ClientVerdict
 from ttft.core.errors import TtftError
 from ttft.core.metrics import HEADLINE, METRICS, output_tokens
 from ttft.core.records import RequestRecord
@@ -81,6 +82,7 @@ class CellSummary:
     slos: list[SloVerdict]
     warnings: list[Notice]
     cold: CellSummary | None = None
+    client_health: ClientVerdict | None = None  # was the client itself the bottleneck?
 
     @property
     def failed(self) -> int:
@@ -108,12 +110,14 @@ class CellSummary:
             "slos": [verdict.to_dict() for verdict in self.slos],
             "warnings": [asdict(notice) for notice in self.warnings],
             "cold": None if self.cold is None else self.cold.to_dict(),
+            "client_health": None if self.client_health is None else self.client_health.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellSummary:
         goodput = data.get("goodput")
         cold = data.get("cold")
+        health = data.get("client_health")
         return cls(
             cell=str(data["cell"]),
             phase=str(data["phase"]),
@@ -129,6 +133,7 @@ class CellSummary:
             slos=[SloVerdict.from_dict(v) for v in data["slos"]],
             warnings=[Notice(**v) for v in data["warnings"]],
             cold=None if cold is None else cls.from_dict(cold),
+            client_health=None if health is None else ClientVerdict.from_dict(health),
         )
 
 
@@ -140,6 +145,7 @@ class BenchSummary:
     slos: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     schema: str = SCHEMA
+    client_health: ClientVerdict | None = None  # the run's: its worst cell's
 
     @property
     def slos_passed(self) -> bool:
@@ -159,6 +165,7 @@ class BenchSummary:
             "slos": list(self.slos),
             "meta": dict(self.meta),
             "cells": [cell.to_dict() for cell in self.cells],
+            "client_health": None if self.client_health is None else self.client_health.to_dict(),
         }
 
     @classmethod
@@ -171,11 +178,13 @@ class BenchSummary:
                 "pass the JSON summary that `ttft bench` wrote, or rerun the bench "
                 "with this version of ttft",
             )
+        health = data.get("client_health")
         return cls(
             cells=[CellSummary.from_dict(cell) for cell in data["cells"]],
             slos=[str(text) for text in data.get("slos", [])],
             meta=dict(data.get("meta", {})),
             schema=SCHEMA,
+            client_health=None if health is None else ClientVerdict.from_dict(health),
         )
 
 

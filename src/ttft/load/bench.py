@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ttft.client.stream import StreamingClient
+from ttft.core.client_health import HealthSample
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
+from ttft.load.health_probe import HealthProbe
 from ttft.load.runner import CellPlan, Runner
 from ttft.load.server_metrics import MetricsWatcher, track_gauge_peaks
 from ttft.load.sink import JsonlSink
@@ -46,6 +48,7 @@ class CellResult:
     duration_ns: int
     server: dict[str, Any] | None = None
     peaks: dict[str, float] = field(default_factory=dict)
+    health: list[HealthSample] = field(default_factory=list)  # one per client process
 
 
 @dataclass
@@ -54,6 +57,7 @@ class BenchResult:
     cells: list[CellResult]
     notes: list[str]
     engine_kind: str | None
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. the workers and their clocks
 
 
 async def run_cells(
@@ -100,6 +104,8 @@ async def run_cells(
                         headers=target.auth_headers(),
                     )
                 )
+            probe = HealthProbe("main", client.take_read_gaps)
+            probe.start()
             started = time.perf_counter_ns()
             try:
                 records = await runner.run_cell(plan)
@@ -107,6 +113,7 @@ async def run_cells(
                 if sampler is not None:
                     sampler.cancel()
             duration = time.perf_counter_ns() - started
+            health = await probe.stop()
             after = await asyncio.to_thread(watcher.snapshot)
             server = watcher.deltas(before, after)
             if server is not None:
@@ -120,5 +127,5 @@ async def run_cells(
                     "server": server,
                 }
             )
-            results.append(CellResult(plan, records, duration, server, peaks))
+            results.append(CellResult(plan, records, duration, server, peaks, [health]))
     return BenchResult(anchor, results, watcher.notes, watcher.engine_kind)

@@ -21,6 +21,8 @@ from ttft.core.summary import BenchSummary, summarize_run
 from ttft.core.target import Target
 from ttft.load.bench import BenchResult, run_cells
 from ttft.load.calibrate import template_overhead, template_overhead_without_inference
+from ttft.load.fleet_setup import WorkerSetup, run_with_workers
+from ttft.load.health_verdicts import attach_health
 from ttft.load.plan import build_cells
 from ttft.load.runner import CellPlan
 from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
@@ -90,6 +92,7 @@ def run_session(
     hooks: SessionHooks | None = None,
     run_meta: dict[str, Any] | None = None,
     timeout_s: float = 600.0,
+    workers: WorkerSetup | None = None,
 ) -> SessionResult:
     """Build the workload, then send: a cold request first when ``fresh_server`` (the first
     request after a start is reported apart), the warm-up (kept, not counted), then each cell."""
@@ -130,8 +133,9 @@ def run_session(
         if warmup:
             lead.append(CellPlan(cells[0].cell, warmup, ClosedLoop(1), phase="warmup"))
         _stage(hooks, "sending")
-        bench = asyncio.run(
-            run_cells(
+        if workers is not None:
+            bench = run_with_workers(
+                workers,
                 target,
                 [*lead, *cells],
                 sink,
@@ -140,7 +144,18 @@ def run_session(
                 on_cell_start=hooks.on_cell_start,
                 timeout_s=timeout_s,
             )
-        )
+        else:
+            bench = asyncio.run(
+                run_cells(
+                    target,
+                    [*lead, *cells],
+                    sink,
+                    anchor=anchor,
+                    on_record=hooks.on_record,
+                    on_cell_start=hooks.on_cell_start,
+                    timeout_s=timeout_s,
+                )
+            )
         records = [r for cell in bench.cells for r in cell.records]
         durations = {c.plan.cell: c.duration_ns for c in bench.cells if c.plan.phase == "warm"}
         summary = summarize_run(
@@ -155,8 +170,10 @@ def run_session(
                 },
                 "engine": bench.engine_kind,
                 "notes": [*notes, *bench.notes],
+                **bench.meta,
             },
         )
+        attach_health(summary, bench)
         sink.write(
             {"type": "end", "elapsed_s": (time.perf_counter_ns() - anchor.monotonic_ns) / 1e9}
         )
