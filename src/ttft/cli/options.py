@@ -35,6 +35,9 @@ class BenchOptions:
     cold_samples: int | None
     seed: str
     html_path: str | None = None  # --html: "" for the default place, else a file
+    workers: int | None = None  # --workers: client processes (or Ray actors with --ray)
+    ray_address: str | None = None  # --ray auto|ADDRESS
+    fail_on_client_suspect: bool = False
 
     @property
     def profile_name(self) -> str:
