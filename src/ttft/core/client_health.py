@@ -284,6 +284,15 @@ def socket_errors(records: Iterable[RequestRecord]) -> int:
 
 def _error_checks(records: Sequence[RequestRecord]) -> list[Check]:
     checks: list[Check] = []
+    if not records:
+        checks.append(
+            Check(
+                "no_records",
+                SUSPECT,
+                "no request of this cell came back from the client",
+                "look at the client workers' logs and rerun",
+            )
+        )
     resource = socket_errors(records)
     if resource:
         checks.append(

@@ -18,8 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+from pathlib import Path
 from typing import Any
 
+import ttft
 from ttft.core.client_health import HealthSample
 from ttft.core.errors import MissingExtraError, TtftError
 from ttft.core.records import RequestRecord
@@ -49,7 +51,8 @@ class RayWorker:
         self.task: asyncio.Task[HealthSample | None] | None = None
 
     async def hello(self) -> Placement:
-        return self.core.placement()
+        node = import_ray().get_runtime_context().get_node_id()
+        return Placement.here(str(node))
 
     async def clock(self) -> int:
         return self.core.clock()
@@ -60,9 +63,12 @@ class RayWorker:
 
     async def _run(self, share: Share, anchor_ns: int) -> HealthSample | None:
         try:
-            return await self.core.run(share, anchor_ns, self.finished.append)
+            return await self.core.run(share, anchor_ns, self._emit)
         except asyncio.CancelledError:
             return None
+
+    def _emit(self, record: RequestRecord) -> None:
+        self.finished.append(record)  # whichever list drain() left in place
 
     async def drain(self) -> tuple[list[RequestRecord], bool, HealthSample | None]:
         """Records finished since the last call; whether the share is over, and its sample."""
@@ -87,7 +93,13 @@ def connect(address: str) -> tuple[Any, str]:
     ray = import_ray()
     if ray.is_initialized():
         return ray, "using the Ray connection this process already has"
-    quiet: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+    # The workers run this very ttft: Ray ships the package to the cluster (cached by content),
+    # so a node needs Ray and ttft's dependencies, and never runs an older ttft by mistake.
+    quiet: dict[str, Any] = {
+        "log_to_driver": False,
+        "configure_logging": False,
+        "runtime_env": {"py_modules": [str(Path(ttft.__file__).parent)]},
+    }
     if address == "auto":
         try:
             ray.init(address="auto", **quiet)

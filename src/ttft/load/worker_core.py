@@ -42,10 +42,11 @@ class Placement:
     host: str
     pid: int
     boot_id: str
+    node: str = ""  # the Ray node id, for actors
 
     @classmethod
-    def here(cls) -> Placement:
-        return cls(socket.gethostname(), os.getpid(), boot_id())
+    def here(cls, node: str = "") -> Placement:
+        return cls(socket.gethostname(), os.getpid(), boot_id(), node)
 
     def shares_clock_with(self, other: Placement) -> bool:
         """Same host and same boot: ``perf_counter_ns()`` is the same CLOCK_MONOTONIC."""
