@@ -34,6 +34,12 @@ _RANK = {HEALTHY: 0, SUSPECT: 1, INVALID: 2}
 # measuring itself.
 LOOP_LAG_SUSPECT_NS = 10_000_000
 LOOP_LAG_INVALID_NS = 100_000_000
+# When every read carries the kernel's receive time, a late loop no longer moves any rung of
+# the ladder (sent is stamped at the send itself); it only sends late. A wider margin then.
+LOOP_LAG_STAMPED_SUSPECT_NS = 50_000_000
+LOOP_LAG_STAMPED_INVALID_NS = 250_000_000
+# Below this CPU share a lagging loop was kept waiting by other processes, not by its own work.
+BUSY_ELSEWHERE_SHARE = 0.5
 # A single-threaded event loop at 90% of a core has no headroom left for bursts.
 CPU_SHARE_SUSPECT = 0.90
 # Scheduled -> sent at p99 (the same 10 ms as the summary's client_lag warning).
@@ -43,10 +49,11 @@ SCHEDULE_LAG_INVALID_NS = 100_000_000
 DELIVERED_SUSPECT = 0.95
 DELIVERED_INVALID = 0.80
 MIN_REQUESTS_FOR_RATE = 10  # fewer sends say nothing about a rate
-# Bytes waiting in the socket before the process read them, at p99. Kernel stamps keep the
-# token times right, but a process that reads this late sends late too.
-READ_GAP_SUSPECT_NS = 5_000_000
-READ_GAP_INVALID_NS = 100_000_000
+# Bytes waiting in the socket before the process read them, at p99 (measured only where the
+# kernel stamps reads, so the rungs hold): the same margin as a stamped loop's lag, since a
+# process that reads this late also sends this late.
+READ_GAP_SUSPECT_NS = LOOP_LAG_STAMPED_SUSPECT_NS
+READ_GAP_INVALID_NS = LOOP_LAG_STAMPED_INVALID_NS
 
 WORKER_LOST = "worker_lost"  # the error kind of requests whose client process died
 # Errors that are the client machine's, not the server's: out of descriptors, ports, buffers.
@@ -76,6 +83,7 @@ class HealthSample:
     read_gap_p99_ns: int | None = None
     read_gap_max_ns: int | None = None
     reads: int = 0  # kernel-stamped reads the gap is over (0: no stamps, not measured)
+    kernel_stamped: bool = False  # every connection's reads carried the kernel's receive time
     host: str = ""
     pid: int = 0
 
@@ -160,23 +168,48 @@ def _who(sample: HealthSample, many: bool) -> str:
     return f" (worker {sample.worker})" if many else ""
 
 
+def _loop_lag_check(sample: HealthSample, many: bool) -> tuple[tuple[int, int], Check]:
+    """This sample's loop-lag check, and its sort key (level, then value)."""
+    value = sample.loop_lag_p99_ns or 0
+    if sample.kernel_stamped:
+        suspect, invalid, note = (
+            LOOP_LAG_STAMPED_SUSPECT_NS,
+            LOOP_LAG_STAMPED_INVALID_NS,
+            f"; reads kernel-stamped, else {_ms(LOOP_LAG_SUSPECT_NS)}",
+        )
+    else:
+        suspect, invalid, note = LOOP_LAG_SUSPECT_NS, LOOP_LAG_INVALID_NS, ""
+    level = _level(value, suspect, invalid)
+    detail = (
+        f"event-loop lag p99 {_ms(value)}{_who(sample, many)} (suspect above {_ms(suspect)}, "
+        f"invalid above {_ms(invalid)}{note})"
+    )
+    fix, why = _late_fix(sample, level)
+    check = Check("loop_lag", level, detail + why, fix, f"loop lag p99 {_ms(value)}")
+    return (_RANK[level], value), check
+
+
+def _late_fix(sample: HealthSample, level: str) -> tuple[str, str]:
+    """The fix for a process that ran late, and a note when its own work was not the cause."""
+    if level == HEALTHY:
+        return "", ""
+    share = sample.cpu_share
+    if share is not None and share < BUSY_ELSEWHERE_SHARE:
+        return (
+            "other processes kept the client off the CPU (an engine on the same cores?): run "
+            "the client on cores or a machine of its own (taskset, --ray), or lighten the load "
+            "beside it",
+            f" while the client itself used {share:.0%} of a core",
+        )
+    return _SCALE_FIX, ""
+
+
 def _process_checks(samples: Sequence[HealthSample]) -> list[Check]:
     many = len(samples) > 1
     checks: list[Check] = []
-    lag = _worst_sample(samples, "loop_lag_p99_ns")
-    if lag is not None:
-        sample, value = lag
-        level = _level(value, LOOP_LAG_SUSPECT_NS, LOOP_LAG_INVALID_NS)
-        checks.append(
-            Check(
-                "loop_lag",
-                level,
-                f"event-loop lag p99 {_ms(value)}{_who(sample, many)} (suspect above "
-                f"{_ms(LOOP_LAG_SUSPECT_NS)}, invalid above {_ms(LOOP_LAG_INVALID_NS)})",
-                "" if level == HEALTHY else _SCALE_FIX,
-                f"loop lag p99 {_ms(value)}",
-            )
-        )
+    lags = [_loop_lag_check(s, many) for s in samples if s.loop_lag_p99_ns is not None]
+    if lags:
+        checks.append(max(lags, key=lambda pair: pair[0])[1])
     shares = [(s, s.cpu_share) for s in samples if s.cpu_share is not None]
     if shares:
         sample, share = max(shares, key=lambda pair: pair[1] or 0.0)
@@ -196,14 +229,15 @@ def _process_checks(samples: Sequence[HealthSample]) -> list[Check]:
     if gap is not None:
         sample, value = gap
         level = _level(value, READ_GAP_SUSPECT_NS, READ_GAP_INVALID_NS)
+        fix, why = _late_fix(sample, level)
         checks.append(
             Check(
                 "read_gap",
                 level,
                 f"kernel receive -> read p99 {_ms(value)} over {sample.reads} reads"
                 f"{_who(sample, many)} (suspect above {_ms(READ_GAP_SUSPECT_NS)}; token "
-                "times are kernel-stamped, but a late reader also sends late)",
-                "" if level == HEALTHY else _SCALE_FIX,
+                f"times are kernel-stamped, but a late reader also sends late){why}",
+                fix,
                 f"read gap p99 {_ms(value)}",
             )
         )

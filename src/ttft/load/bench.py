@@ -16,7 +16,7 @@ from ttft.client.stream import StreamingClient
 from ttft.core.client_health import HealthSample
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
-from ttft.load.health_probe import HealthProbe
+from ttft.load.health_probe import client_probe
 from ttft.load.runner import CellPlan, Runner
 from ttft.load.server_metrics import MetricsWatcher, track_gauge_peaks
 from ttft.load.sink import JsonlSink
@@ -104,7 +104,7 @@ async def run_cells(
                         headers=target.auth_headers(),
                     )
                 )
-            probe = HealthProbe("main", client.take_read_gaps)
+            probe = client_probe("main", client)
             probe.start()
             started = time.perf_counter_ns()
             try:

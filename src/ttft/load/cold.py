@@ -22,7 +22,7 @@ from ttft.core.summary import BenchSummary, summarize_run
 from ttft.core.target import Target
 from ttft.engines.control import ServerTokenizer
 from ttft.load.calibrate import template_overhead_without_inference
-from ttft.load.health_probe import HealthProbe
+from ttft.load.health_probe import client_probe
 from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
 from ttft.workload.exact_length import text_of_tokens
 
@@ -81,7 +81,7 @@ def measure_cold_starts(
                 record: RequestRecord = record,
             ) -> None:
                 async with StreamingClient(target.root, model=target.model) as client:
-                    probe = HealthProbe("main", client.take_read_gaps)
+                    probe = client_probe("main", client)
                     probe.start()
                     await client.send(body, record, anchor)
                     health.append(await probe.stop())

@@ -15,20 +15,35 @@ import socket
 import time
 from collections.abc import Callable
 
+from ttft.client.stream import StreamingClient
 from ttft.core.client_health import HealthSample, reduce_samples
 
 INTERVAL_S = 0.005  # short enough to catch a 10 ms stall, cheap enough to cost nothing (200/s)
 _clock = time.perf_counter_ns
 
 
+def client_probe(worker: str, client: StreamingClient) -> HealthProbe:
+    """A probe over ``client``: its read gaps, and whether all its reads were kernel-stamped."""
+
+    def all_stamped() -> bool:
+        stats = client.stats
+        return stats.opened > 0 and stats.kernel_stamped == stats.opened
+
+    return HealthProbe(worker, client.take_read_gaps, all_stamped)
+
+
 class HealthProbe:
     """``start()`` in the running loop before the cell, ``stop()`` after it."""
 
     def __init__(
-        self, worker: str = "main", read_gaps: Callable[[], list[int]] | None = None
+        self,
+        worker: str = "main",
+        read_gaps: Callable[[], list[int]] | None = None,
+        all_stamped: Callable[[], bool] | None = None,
     ) -> None:
         self.worker = worker
         self._read_gaps = read_gaps
+        self._all_stamped = all_stamped
         self._lags: list[int] = []
         self._task: asyncio.Task[None] | None = None
         self._t0 = self._cpu0 = 0
@@ -67,6 +82,7 @@ class HealthProbe:
             read_gap_p99_ns=gap_p99,
             read_gap_max_ns=gap_max,
             reads=len(gaps),
+            kernel_stamped=self._all_stamped() if self._all_stamped is not None else False,
             host=socket.gethostname(),
             pid=os.getpid(),
         )

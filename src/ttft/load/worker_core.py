@@ -20,7 +20,7 @@ from ttft.core.client_health import HealthSample
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
 from ttft.load.bench import ClientSender
-from ttft.load.health_probe import HealthProbe
+from ttft.load.health_probe import client_probe
 from ttft.load.shares import Share, run_share
 
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -98,7 +98,7 @@ class WorkerCore:
         ``emit`` gets each record as it finishes."""
         client = self._ensure_client()
         sender = ClientSender(client, RunAnchor(anchor_ns, 0.0), self.config.extra_body)
-        probe = HealthProbe(self.name, client.take_read_gaps)
+        probe = client_probe(self.name, client)
         probe.start()
         try:
             await run_share(sender, share, anchor_ns, emit)

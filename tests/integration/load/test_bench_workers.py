@@ -4,14 +4,18 @@ verdict sees a starved worker. Against the scripted server (its delays are the t
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from workers_testkit import SCRIPT, TTFT_NS, run, shape, starved
+from workers_testkit import SCRIPT, TTFT_NS, prompt_file, run, shape, starved
 
 from ttft.core.records import RequestRecord
 from ttft.load.fleet_setup import WorkerSetup
@@ -119,3 +123,66 @@ def test_verdict_is_healthy_on_an_easy_run_and_suspect_when_a_worker_is_starved(
     assert verdict is not None and verdict.level in ("suspect", "invalid"), verdict
     assert "worker w1" in verdict.reason
     assert "--workers" in verdict.fix
+
+
+def _session_members(sid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == sid:
+                    members.append(int(entry.name))
+            except OSError:
+                continue
+    return members
+
+
+def test_ctrl_c_keeps_every_finished_record_and_stops_the_workers(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    argv = [
+        sys.executable, "-m", "ttft", "bench", "--url", server.base_url, "--model", "scripted",
+        "--prompt-file", str(prompt_file(tmp_path)), "--requests", "400", "--rate", "40",
+        "--workers", "2", "--out", str(out),
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    records = out / "records.jsonl"
+    deadline = time.monotonic() + 60
+    seen = 0
+    while seen < 30 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        seen = records.read_text().count('"type":"request"') if records.exists() else 0
+    assert seen >= 30, "the run did not get going"
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: the whole foreground group
+    proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    loaded = read_results(records)
+    assert loaded.damaged_lines == 0 and not loaded.finished
+    assert seen <= len(loaded.records) < 401
+    assert len({r.index for r in loaded.records}) == len(loaded.records)
+    deadline = time.monotonic() + 10
+    while _session_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _session_members(proc.pid) == [], "client workers outlived the run"
+
+
+def test_a_rate_no_client_can_hold_is_invalid_and_fails_the_gate_with_exit_3(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """50,000 requests/s from one Python process on this machine: the schedule is not kept."""
+    out = tmp_path / "run"
+    argv = [
+        sys.executable, "-m", "ttft", "bench", "--url", server.base_url, "--model", "scripted",
+        "--prompt-file", str(prompt_file(tmp_path)), "--requests", "3000", "--rate", "50000",
+        "--out", str(out), "--fail-on-client-suspect",
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 3, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["client_health"]["level"] == "invalid"
+    checks = {c["name"]: c["level"] for c in summary["cells"][0]["client_health"]["checks"]}
+    assert checks["delivered_load"] == "invalid"
+    assert "client invalid" in done.stdout
