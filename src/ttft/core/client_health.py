@@ -84,6 +84,7 @@ class HealthSample:
     read_gap_max_ns: int | None = None
     reads: int = 0  # kernel-stamped reads the gap is over (0: no stamps, not measured)
     kernel_stamped: bool = False  # every connection's reads carried the kernel's receive time
+    schedule_lag_p99_ns: int | None = None  # open loop: this worker's own scheduled -> sent
     host: str = ""
     pid: int = 0
 
@@ -248,8 +249,25 @@ def _sent(records: Iterable[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if r.sent_ns is not None and r.scheduled_ns is not None]
 
 
+def schedule_lag_p99(records: Iterable[RequestRecord]) -> int | None:
+    """scheduled -> sent at p99 over the requests that were sent (``None`` for none)."""
+    lags = sorted(max(0, (r.sent_ns or 0) - (r.scheduled_ns or 0)) for r in _sent(records))
+    return int(percentile(lags, 99.0)) if lags else None
+
+
+def _worst_worker_lag(samples: Sequence[HealthSample]) -> str:
+    found = [(s.schedule_lag_p99_ns, s.worker) for s in samples if s.schedule_lag_p99_ns]
+    if len(samples) < 2 or not found:
+        return ""
+    lag, worker = max(found)
+    return f"; worst worker {worker}: p99 {_ms(lag)}"
+
+
 def _schedule_checks(
-    records: Sequence[RequestRecord], rate: float | None, capped: bool
+    records: Sequence[RequestRecord],
+    rate: float | None,
+    capped: bool,
+    samples: Sequence[HealthSample] = (),
 ) -> list[Check]:
     if rate is None:
         return []
@@ -268,14 +286,16 @@ def _schedule_checks(
     if lags:
         p99 = percentile(lags, 99.0)
         level = _level(p99, SCHEDULE_LAG_SUSPECT_NS, SCHEDULE_LAG_INVALID_NS)
+        late = max(samples, key=lambda s: s.schedule_lag_p99_ns or 0, default=None)
+        fix = _late_fix(late, level)[0] if late is not None else _SCALE_FIX
         checks.append(
             Check(
                 "schedule_lag",
                 level,
                 f"open-loop schedule lag (scheduled -> sent, connection set-up included) p99 "
-                f"{_ms(p99)} (suspect above {_ms(SCHEDULE_LAG_SUSPECT_NS)}, invalid above "
-                f"{_ms(SCHEDULE_LAG_INVALID_NS)})",
-                "" if level == HEALTHY else _SCALE_FIX,
+                f"{_ms(p99)}{_worst_worker_lag(samples)} (suspect above "
+                f"{_ms(SCHEDULE_LAG_SUSPECT_NS)}, invalid above {_ms(SCHEDULE_LAG_INVALID_NS)})",
+                "" if level == HEALTHY else fix,
                 f"schedule lag p99 {_ms(p99)}",
             )
         )
@@ -364,7 +384,7 @@ def assess(
     records, and the open-loop rate it was asked for (``None`` for a closed loop)."""
     checks = [
         *_process_checks(samples),
-        *_schedule_checks(records, open_loop_rate, capped),
+        *_schedule_checks(records, open_loop_rate, capped, samples),
         *_error_checks(records),
     ]
     return verdict_of(checks, list(samples))

@@ -8,6 +8,7 @@ clock reading for offset measurement.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -16,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ttft.client.stream import StreamingClient
-from ttft.core.client_health import HealthSample
+from ttft.core.client_health import HealthSample, schedule_lag_p99
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
 from ttft.load.bench import ClientSender
@@ -101,9 +102,11 @@ class WorkerCore:
         probe = client_probe(self.name, client)
         probe.start()
         try:
-            await run_share(sender, share, anchor_ns, emit)
+            records = await run_share(sender, share, anchor_ns, emit)
         finally:
             sample = await probe.stop()
+        if share.concurrency is None:  # open loop: this worker's own part of the schedule lag
+            sample = dataclasses.replace(sample, schedule_lag_p99_ns=schedule_lag_p99(records))
         return sample
 
     async def aclose(self) -> None:

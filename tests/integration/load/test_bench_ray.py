@@ -143,4 +143,4 @@ def test_a_starved_actor_makes_the_verdict_suspect(
             holder["ctx"].__exit__(None, None, None)  # type: ignore[attr-defined]
     verdict = result.summary.client_health
     assert verdict is not None and verdict.level in ("suspect", "invalid"), verdict
-    assert "(worker r" in verdict.reason
+    assert "worker r" in verdict.reason  # the starved actor is named

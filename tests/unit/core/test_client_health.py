@@ -156,3 +156,13 @@ def test_verdicts_survive_the_summary_json_round_trip() -> None:
     assert again.cells[0].client_health == verdict
     assert again.client_health is not None and again.client_health.level == ch.SUSPECT
     assert again.to_dict()["cells"][0]["client_health"]["workers"][0]["cpu_share"] == 0.2
+
+
+def test_open_loop_schedule_lag_names_the_worst_worker() -> None:
+    samples = [
+        _sample(worker="w0", schedule_lag_p99_ns=1 * MS),
+        _sample(worker="w1", schedule_lag_p99_ns=300 * MS),
+    ]
+    verdict = assess(samples, _records(50, lag_ms=150.0), open_loop_rate=100.0)
+    assert verdict.level == ch.INVALID
+    assert "worst worker w1: p99 300.0 ms" in verdict.reason
