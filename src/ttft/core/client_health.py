@@ -36,7 +36,7 @@ LOOP_LAG_SUSPECT_NS = 10_000_000
 LOOP_LAG_INVALID_NS = 100_000_000
 # When every read carries the kernel's receive time, a late loop no longer moves any rung of
 # the ladder (sent is stamped at the send itself); it only sends late. A wider margin then.
-LOOP_LAG_STAMPED_SUSPECT_NS = 50_000_000
+LOOP_LAG_STAMPED_SUSPECT_NS = 25_000_000
 LOOP_LAG_STAMPED_INVALID_NS = 250_000_000
 # Below this CPU share a lagging loop was kept waiting by other processes, not by its own work.
 BUSY_ELSEWHERE_SHARE = 0.5
@@ -49,11 +49,11 @@ SCHEDULE_LAG_INVALID_NS = 100_000_000
 DELIVERED_SUSPECT = 0.95
 DELIVERED_INVALID = 0.80
 MIN_REQUESTS_FOR_RATE = 10  # fewer sends say nothing about a rate
-# Bytes waiting in the socket before the process read them, at p99 (measured only where the
-# kernel stamps reads, so the rungs hold): the same margin as a stamped loop's lag, since a
-# process that reads this late also sends this late.
-READ_GAP_SUSPECT_NS = LOOP_LAG_STAMPED_SUSPECT_NS
-READ_GAP_INVALID_NS = LOOP_LAG_STAMPED_INVALID_NS
+# Bytes waiting in the socket before the process read them, at p99 (measured where the kernel
+# stamps reads). Packets that queue up are read together, and one read carries the newest
+# packet's stamp: token times can be late by up to this gap.
+READ_GAP_SUSPECT_NS = 10_000_000
+READ_GAP_INVALID_NS = 100_000_000
 
 WORKER_LOST = "worker_lost"  # the error kind of requests whose client process died
 # Errors that are the client machine's, not the server's: out of descriptors, ports, buffers.
@@ -236,8 +236,8 @@ def _process_checks(samples: Sequence[HealthSample]) -> list[Check]:
                 "read_gap",
                 level,
                 f"kernel receive -> read p99 {_ms(value)} over {sample.reads} reads"
-                f"{_who(sample, many)} (suspect above {_ms(READ_GAP_SUSPECT_NS)}; token "
-                f"times are kernel-stamped, but a late reader also sends late){why}",
+                f"{_who(sample, many)} (suspect above {_ms(READ_GAP_SUSPECT_NS)}: packets "
+                f"queued that long are read together under the newest one's stamp){why}",
                 fix,
                 f"read gap p99 {_ms(value)}",
             )
