@@ -424,6 +424,11 @@ def overall(cells: Mapping[str, ClientVerdict]) -> ClientVerdict:
             HEALTHY, f"every cell's client was healthy ({len(cells)})", "none needed"
         )
     first = cells[names[0]]
+    signals = [c.short or c.name for c in first.checks if c.level == level]
     return ClientVerdict(
-        level, f"{', '.join(names)}: {first.reason}", first.fix, list(first.checks), []
+        level,
+        f"{', '.join(names)}: {', '.join(signals)} (the cell's lines say why)",
+        first.fix,
+        list(first.checks),
+        [],
     )
