@@ -38,13 +38,9 @@ def open_fleet(setup: WorkerSetup, config: WorkerConfig, anchor_ns: int) -> Iter
         with ProcessFleet(setup.count or 1, config, anchor_ns) as fleet:
             yield fleet
         return
-    from ttft.load.ray_fleet import RayFleet, connect
+    from ttft.load.ray_fleet import RayFleet
 
-    count = setup.count
-    if count is None:
-        ray, _ = connect(setup.ray_address)
-        count = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    with RayFleet(count, config, anchor_ns, setup.ray_address) as ray_fleet:
+    with RayFleet(setup.count, config, anchor_ns, setup.ray_address) as ray_fleet:
         yield ray_fleet
 
 

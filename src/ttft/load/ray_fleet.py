@@ -123,11 +123,14 @@ def _remote_clock(ray: Any, actor: Any) -> int:
 
 
 class RayFleet:
-    """``count`` actors (one CPU each) spread over the cluster; a context manager."""
+    """``count`` actors (one CPU each; ``None``: one per cluster CPU) spread over the cluster;
+    a context manager."""
 
     backend = "ray"
 
-    def __init__(self, count: int, config: WorkerConfig, anchor_ns: int, address: str) -> None:
+    def __init__(
+        self, count: int | None, config: WorkerConfig, anchor_ns: int, address: str
+    ) -> None:
         self.count, self.config, self.anchor_ns, self.address = count, config, anchor_ns, address
         self.note = ""
         self._ray: Any = None
@@ -141,6 +144,8 @@ class RayFleet:
         ray = self._ray
         try:
             cpus = float(ray.cluster_resources().get("CPU", 0))
+            if self.count is None:
+                self.count = max(1, int(cpus))
             if cpus < self.count:
                 raise TtftError(
                     f"the Ray cluster has {cpus:g} CPUs, fewer than the {self.count} client "
