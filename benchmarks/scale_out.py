@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -137,12 +138,32 @@ def _first_reason(verdict: ClientVerdict) -> str:
     return bad[0].short or bad[0].name
 
 
+def _median_row(rows: list[Row]) -> Row:
+    """The median of each number over repetitions; the verdict of the median-lag repetition."""
+    numbers = {
+        name: statistics.median(getattr(r, name) for r in rows)
+        for name in (
+            "planned", "delivered", "schedule_lag_p99_ms", "err_p50_ms", "err_p99_ms",
+            "ttft_p50_ms", "ttft_p99_ms", "sched_ttft_p99_ms",
+        )
+    }  # fmt: skip
+    middle = sorted(rows, key=lambda r: r.schedule_lag_p99_ms)[len(rows) // 2]
+    kinds: Counter[str] = Counter()
+    for row in rows:
+        kinds.update(row.error_kinds)
+    return Row(
+        middle.config, middle.rate, sum(r.n for r in rows), sum(r.failed for r in rows),
+        verdict=middle.verdict, error_kinds=dict(kinds), **numbers,
+    )  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rates", default="1000,4000,8000", help="open-loop requests/s")
+    parser.add_argument("--rates", default="1000,2500,3500", help="open-loop requests/s")
     parser.add_argument("--seconds", type=float, default=3.0, help="schedule length per run")
     parser.add_argument("--workers", type=int, default=2, help="processes / actors for N")
     parser.add_argument("--ray", default="auto", help="auto, HOST:PORT, or none to skip Ray")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions, configs interleaved")
     parser.add_argument("--first-token-ms", type=float, default=20.0)
     parser.add_argument("--warmup", type=int, default=64)
     args = parser.parse_args()
@@ -151,17 +172,20 @@ def main() -> None:
     if args.ray != "none":
         configs.append(f"{args.workers} Ray actors")
     script = Script(first_token_delay_ms=args.first_token_ms, n_tokens=4, token_interval_ms=2.0)
-    rows: list[Row] = []
+    runs: dict[tuple[float, str], list[Row]] = {}
+    loads = []
     with ServerProcess(script) as server:
-        for rate in rates:
-            for config in configs:
-                rows.append(measure(config, server, rate, args))
-                print(f"  done: {config} at {rate:g}/s", flush=True)
-    load = os.getloadavg()[0]
+        for rep in range(args.reps):
+            for rate in rates:
+                for config in configs:
+                    runs.setdefault((rate, config), []).append(measure(config, server, rate, args))
+                    loads.append(os.getloadavg()[0])
+                    print(f"  done: rep {rep + 1}, {config} at {rate:g}/s", flush=True)
     print(
         f"\nscripted server (child process): first token after {args.first_token_ms:g} ms, "
         f"then 3 tokens 2 ms apart; open loop (Poisson) for {args.seconds:g} s per run; "
-        f"{os.cpu_count()} CPUs, load average {load:.2f} at the end"
+        f"{os.cpu_count()} CPUs, load average {min(loads):.1f}-{max(loads):.1f} during the runs; "
+        f"medians of {args.reps} rep(s)"
     )
     print("error = client's first-token stamp - server's write time of that token (truth)\n")
     head = (
@@ -171,21 +195,24 @@ def main() -> None:
     )
     print(head)
     print("-" * len(head))
-    for row in rows:
+    for (_, _), reps in runs.items():
+        row = _median_row(reps)
         reason = _first_reason(row.verdict)
+        levels = "/".join(r.verdict.level for r in reps)
         print(
             f"{row.config:15} {row.rate:>7g} {row.n:>6} {row.failed:>5} {row.planned:>9.0f} "
             f"{row.delivered:>7.0f} "
             f"{row.schedule_lag_p99_ms:>8.2f} {row.err_p50_ms:>8.3f} {row.err_p99_ms:>8.3f} "
             f"{row.ttft_p50_ms:>9.2f} {row.ttft_p99_ms:>7.2f} {row.sched_ttft_p99_ms:>9.1f}  "
-            f"{row.verdict.level}{': ' + reason if reason else ''}"
+            f"{levels}{' (' + reason + ')' if reason else ''}"
         )
         if row.error_kinds:
             kinds = ", ".join(f"{k} {v}" for k, v in sorted(row.error_kinds.items()))
             print(f"{'':15} failed requests: {kinds}")
     print(
         "\n(times in ms; planned/s = the Poisson schedule's own rate, sent/s = what the client "
-        "delivered;\n lag = scheduled -> sent; sched p99 = first token - scheduled)"
+        "delivered;\n lag = scheduled -> sent; sched p99 = first token - scheduled; verdict: "
+        "each rep's, then the median rep's first reason)"
     )
 
 

@@ -186,7 +186,8 @@ def _loop_lag_check(sample: HealthSample, many: bool) -> tuple[tuple[int, int], 
         f"invalid above {_ms(invalid)}{note})"
     )
     fix, why = _late_fix(sample, level)
-    check = Check("loop_lag", level, detail + why, fix, f"loop lag p99 {_ms(value)}")
+    short = f"loop lag p99 {_ms(value)}{_who(sample, many)}"
+    check = Check("loop_lag", level, detail + why, fix, short)
     return (_RANK[level], value), check
 
 
@@ -223,7 +224,7 @@ def _process_checks(samples: Sequence[HealthSample]) -> list[Check]:
                 f"client CPU {share:.0%} of one core{_who(sample, many)} (suspect above "
                 f"{CPU_SHARE_SUSPECT:.0%})",
                 "" if level == HEALTHY else _SCALE_FIX,
-                f"CPU {share:.0%}",
+                f"CPU {share:.0%}{_who(sample, many)}",
             )
         )
     gap = _worst_sample([s for s in samples if s.reads], "read_gap_p99_ns")
@@ -239,7 +240,7 @@ def _process_checks(samples: Sequence[HealthSample]) -> list[Check]:
                 f"{_who(sample, many)} (suspect above {_ms(READ_GAP_SUSPECT_NS)}: packets "
                 f"queued that long are read together under the newest one's stamp){why}",
                 fix,
-                f"read gap p99 {_ms(value)}",
+                f"read gap p99 {_ms(value)}{_who(sample, many)}",
             )
         )
     return checks
@@ -296,7 +297,7 @@ def _schedule_checks(
                 f"{_ms(p99)}{_worst_worker_lag(samples)} (suspect above "
                 f"{_ms(SCHEDULE_LAG_SUSPECT_NS)}, invalid above {_ms(SCHEDULE_LAG_INVALID_NS)})",
                 "" if level == HEALTHY else fix,
-                f"schedule lag p99 {_ms(p99)}",
+                f"schedule lag p99 {_ms(p99)}{_worst_worker_lag(samples)}",
             )
         )
     if len(sent) >= MIN_REQUESTS_FOR_RATE:

@@ -17,7 +17,9 @@ import asyncio
 import contextlib
 import functools
 import multiprocessing
+import queue
 import signal
+import threading
 import time
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -123,6 +125,9 @@ class ProcessFleet:
         self._conns: dict[str, Connection] = {}
         self._infos: list[WorkerInfo] = []
         self._dead: set[str] = set()
+        self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self._stopping = threading.Event()
+        self._reader: threading.Thread | None = None
 
     def __enter__(self) -> ProcessFleet:
         context = multiprocessing.get_context("spawn")
@@ -143,6 +148,10 @@ class ProcessFleet:
                 offset = measure_offset(functools.partial(self._clock, name, conn))
                 same = placement.shares_clock_with(here)
                 self._infos.append(WorkerInfo(name, placement, offset, same))
+            self._reader = threading.Thread(
+                target=self._pump, name="ttft-fleet-reader", daemon=True
+            )
+            self._reader.start()
         except BaseException:
             self.close()
             raise
@@ -186,6 +195,26 @@ class ProcessFleet:
             self._conns[worker].send(("run", share, self.anchor_ns + info.applied_offset_ns))
 
     def poll(self, timeout_s: float) -> list[Event]:
+        """What the reader thread collected; waits up to ``timeout_s`` only when it has nothing."""
+        events: list[Event] = []
+        try:
+            events.append(
+                self._events.get(timeout=timeout_s) if timeout_s > 0 else self._events.get_nowait()
+            )
+            while True:
+                events.append(self._events.get_nowait())
+        except queue.Empty:
+            pass
+        return events
+
+    def _pump(self) -> None:
+        """The reader thread: empties the children's pipes as fast as they fill, so a child
+        never waits on a parent busy writing the results file."""
+        while not self._stopping.is_set() and len(self._dead) < len(self._conns):
+            for event in self._collect(0.1):
+                self._events.put(event)
+
+    def _collect(self, timeout_s: float) -> list[Event]:
         live = {n: c for n, c in self._conns.items() if n not in self._dead}
         sentinels = {self._procs[n].sentinel: n for n in live}
         ready = wait([*live.values(), *sentinels], timeout_s)
@@ -195,6 +224,7 @@ class ProcessFleet:
         for handle in ready:
             dead = sentinels.get(handle) if isinstance(handle, int) else None
             if dead is not None and dead not in self._dead:
+                events.extend(self._read_all(dead, live[dead]))  # its last words first
                 self._dead.add(dead)
                 code = self._procs[dead].exitcode
                 events.append(Event(dead, "lost", why=f"its process exited with code {code}"))
@@ -220,6 +250,7 @@ class ProcessFleet:
                     conn.send(("cancel",))
 
     def close(self) -> None:
+        self._stopping.set()
         for name, conn in self._conns.items():
             try:
                 if name not in self._dead:
@@ -232,6 +263,9 @@ class ProcessFleet:
             if proc.is_alive():
                 proc.kill()
                 proc.join(2.0)
+        if self._reader is not None:
+            self._reader.join(5.0)
+            self._reader = None
         for conn in self._conns.values():
             conn.close()
         self._procs.clear()
