@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ttft.core.client_health import ClientVerdict
+from ttft.core.client_verdict import ClientVerdict
 from ttft.core.errors import TtftError
 from ttft.core.metrics import HEADLINE, METRICS, output_tokens
 from ttft.core.records import RequestRecord

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ttft.client.stream import StreamingClient
-from ttft.core.client_health import HealthSample
+from ttft.core.client_verdict import HealthSample
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
 from ttft.load.health_probe import client_probe

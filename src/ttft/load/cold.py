@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Protocol
 
 from ttft.client.stream import StreamingClient
-from ttft.core.client_health import HealthSample, assess, overall
+from ttft.core.client_health import assess, overall
+from ttft.core.client_verdict import HealthSample
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.slo import Slo
 from ttft.core.summary import BenchSummary, summarize_run

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from ttft.core.client_health import HealthSample
+from ttft.core.client_verdict import HealthSample
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target

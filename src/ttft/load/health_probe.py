@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from ttft.client.stream import StreamingClient
-from ttft.core.client_health import HealthSample, reduce_samples
+from ttft.core.client_verdict import HealthSample, reduce_samples
 
 INTERVAL_S = 0.005  # short enough to catch a 10 ms stall, cheap enough to cost nothing (200/s)
 _clock = time.perf_counter_ns

@@ -7,7 +7,8 @@ not judged: one request at a time says nothing about a client's capacity.
 
 from __future__ import annotations
 
-from ttft.core.client_health import ClientVerdict, HealthSample, assess, overall
+from ttft.core.client_health import assess, overall
+from ttft.core.client_verdict import ClientVerdict, HealthSample
 from ttft.core.records import RequestRecord
 from ttft.core.summary import WARM, BenchSummary
 from ttft.load.bench import BenchResult

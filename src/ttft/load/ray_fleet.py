@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import ttft
-from ttft.core.client_health import HealthSample
+from ttft.core.client_verdict import HealthSample
 from ttft.core.errors import MissingExtraError, TtftError
 from ttft.core.records import RequestRecord
 from ttft.load.clock_sync import measure_offset

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ttft.client.stream import StreamingClient
-from ttft.core.client_health import HealthSample, schedule_lag_p99
+from ttft.core.client_health import schedule_lag_p99
+from ttft.core.client_verdict import HealthSample
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
 from ttft.load.bench import ClientSender

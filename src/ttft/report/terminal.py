@@ -9,7 +9,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ttft.core.client_health import HEALTHY, INVALID, ClientVerdict
+from ttft.core.client_verdict import HEALTHY, INVALID, ClientVerdict
 from ttft.core.compare import LIKELY_REAL, Comparison, StatComparison
 from ttft.core.summary import BenchSummary, CellSummary
 from ttft.core.units import display_unit, format_value

@@ -4,7 +4,8 @@ the reason carries the numbers and the threshold, and a run is as bad as its wor
 from __future__ import annotations
 
 from ttft.core import client_health as ch
-from ttft.core.client_health import HealthSample, assess, overall
+from ttft.core.client_health import assess, overall
+from ttft.core.client_verdict import HealthSample
 from ttft.core.records import ErrorInfo, RequestRecord
 from ttft.core.summary import BenchSummary, summarize_run
 
