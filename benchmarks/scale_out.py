@@ -35,7 +35,7 @@ from ttft.core.client_health import ClientVerdict
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
 from ttft.load.bench import BenchResult, run_cells
-from ttft.load.fleet_setup import WorkerSetup, run_with_workers
+from ttft.load.fleet_setup import WorkerSetup
 from ttft.load.health_verdicts import judge_cells
 from ttft.load.runner import CellPlan
 from ttft.load.sink import JsonlSink
@@ -89,11 +89,9 @@ def _run(config: str, server: ServerProcess, cells: list[CellPlan], ray: str | N
     target = Target(server.base_url, "scripted")
     anchor = RunAnchor.now()
     with tempfile.TemporaryDirectory() as folder, JsonlSink(Path(folder) / "r.jsonl") as sink:
-        if config == "1 process":
-            return asyncio.run(run_cells(target, cells, sink, anchor=anchor, timeout_s=60))
-        count = int(config.split()[0])
-        setup = WorkerSetup(count, ray)
-        return run_with_workers(setup, target, cells, sink, anchor=anchor, timeout_s=60)
+        setup = None if config == "1 process" else WorkerSetup(int(config.split()[0]), ray)
+        run = run_cells(target, cells, sink, anchor=anchor, timeout_s=60, workers=setup)
+        return asyncio.run(run)
 
 
 def measure(config: str, server: ServerProcess, rate: float, args: argparse.Namespace) -> Row:

@@ -62,10 +62,23 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait(10)
 
 
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
 @contextlib.contextmanager
 def local_cluster() -> Iterator[str]:
-    """Yields the head's ``127.0.0.1:PORT`` once both nodes are alive."""
+    """Yields the head's ``127.0.0.1:PORT`` once both nodes are alive.
+
+    Token authentication is off for this cluster and its drivers (``RAY_AUTH_MODE=disabled``,
+    set in this process while the cluster lives): Ray turns it on for ``ray start`` when a
+    token file from an earlier local Ray sits in ~/.ray, and a driver without the variable then
+    cannot connect. The test must not depend on that machine state."""
     ray = _ray_cli()
+    before = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     # Short: Ray puts Unix sockets under it, and their paths are limited to ~107 bytes.
     temp = Path(tempfile.mkdtemp(prefix="ttft-ray-", dir="/tmp"))
     port = _free_port()
@@ -81,6 +94,8 @@ def local_cluster() -> Iterator[str]:
                 )
             )  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT_S
+        while not _port_open(port) and time.monotonic() < deadline:
+            time.sleep(0.5)
         while _alive_nodes(address) < 1:
             if time.monotonic() > deadline or procs[0].poll() is not None:
                 raise RuntimeError(f"the Ray head did not start: {(temp / 'head.log').read_text()}")
@@ -101,3 +116,7 @@ def local_cluster() -> Iterator[str]:
     finally:
         _stop(procs)
         shutil.rmtree(temp, ignore_errors=True)
+        if before is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = before

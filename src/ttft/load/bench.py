@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ttft.client.stream import StreamingClient
 from ttft.core.client_verdict import HealthSample
@@ -21,6 +21,9 @@ from ttft.load.runner import CellPlan, Runner
 from ttft.load.server_metrics import MetricsWatcher, track_gauge_peaks
 from ttft.load.sink import JsonlSink
 from ttft.workload.requests import WorkItem
+
+if TYPE_CHECKING:
+    from ttft.load.fleet_setup import WorkerSetup
 
 
 class ClientSender:
@@ -70,9 +73,18 @@ async def run_cells(
     on_cell_start: Callable[[CellPlan], None] | None = None,
     extra_body: dict[str, Any] | None = None,
     timeout_s: float = 600.0,
+    workers: WorkerSetup | None = None,
 ) -> BenchResult:
-    """Run ``cells`` in order; each record is written to ``sink`` the moment it finishes."""
+    """Run ``cells`` in order; each record is written to ``sink`` the moment it finishes.
+    ``workers``: in client worker processes (or Ray actors) instead of this process."""
     anchor = anchor or RunAnchor.now()
+    if workers is not None:
+        from ttft.load.fleet_setup import run_with_workers
+
+        return await run_with_workers(
+            workers, target, cells, sink, anchor=anchor, on_record=on_record,
+            on_cell_start=on_cell_start, timeout_s=timeout_s, extra_body=extra_body,
+        )  # fmt: skip
     watcher = MetricsWatcher(target.metrics_url, target.engine_kind, target.auth_headers())
 
     def record_done(record: RequestRecord) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord, RunAnchor
@@ -44,7 +44,7 @@ def open_fleet(setup: WorkerSetup, config: WorkerConfig, anchor_ns: int) -> Iter
         yield ray_fleet
 
 
-def run_with_workers(
+async def run_with_workers(
     setup: WorkerSetup,
     target: Target,
     cells: Sequence[CellPlan],
@@ -54,20 +54,20 @@ def run_with_workers(
     on_record: Callable[[RequestRecord], None] | None = None,
     on_cell_start: Callable[[CellPlan], None] | None = None,
     timeout_s: float = 600.0,
+    extra_body: dict[str, Any] | None = None,
 ) -> BenchResult:
-    """The session's cells over the workers ``setup`` asks for, records merged into ``sink``."""
-    config = WorkerConfig(target, timeout_s)
+    """The cells over the workers ``setup`` asks for, records merged into ``sink``. Starting
+    the workers blocks the loop for a moment; nothing else runs in it yet."""
+    config = WorkerConfig(target, timeout_s, extra_body)
     with open_fleet(setup, config, anchor.monotonic_ns) as fleet:
-        result = asyncio.run(
-            run_cells_fleet(
-                target,
-                cells,
-                sink,
-                fleet,
-                anchor=anchor,
-                on_record=on_record,
-                on_cell_start=on_cell_start,
-            )
+        result = await run_cells_fleet(
+            target,
+            cells,
+            sink,
+            fleet,
+            anchor=anchor,
+            on_record=on_record,
+            on_cell_start=on_cell_start,
         )
         note = getattr(fleet, "note", "")
         if note:

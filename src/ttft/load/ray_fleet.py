@@ -112,8 +112,9 @@ def connect(address: str) -> tuple[Any, str]:
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise TtftError(
             f"cannot connect to the Ray cluster at {address}: {exc}",
-            "start one with `ray start --head --port 6379` and pass --ray HOST:6379, or "
-            "--ray auto on a machine of the cluster",
+            "start one with `ray start --head --port 6379` and pass --ray HOST:6379 (or --ray "
+            "auto on a machine of the cluster); if Ray logged 'Authentication token is missing', "
+            "the cluster uses token auth: export RAY_AUTH_MODE=token here too",
         ) from None
     return ray, f"connected to the Ray cluster at {address}"
 

@@ -21,7 +21,7 @@ from ttft.core.summary import BenchSummary, summarize_run
 from ttft.core.target import Target
 from ttft.load.bench import BenchResult, run_cells
 from ttft.load.calibrate import template_overhead, template_overhead_without_inference
-from ttft.load.fleet_setup import WorkerSetup, run_with_workers
+from ttft.load.fleet_setup import WorkerSetup
 from ttft.load.health_verdicts import attach_health
 from ttft.load.plan import build_cells
 from ttft.load.runner import CellPlan
@@ -133,9 +133,8 @@ def run_session(
         if warmup:
             lead.append(CellPlan(cells[0].cell, warmup, ClosedLoop(1), phase="warmup"))
         _stage(hooks, "sending")
-        if workers is not None:
-            bench = run_with_workers(
-                workers,
+        bench = asyncio.run(
+            run_cells(
                 target,
                 [*lead, *cells],
                 sink,
@@ -143,19 +142,9 @@ def run_session(
                 on_record=hooks.on_record,
                 on_cell_start=hooks.on_cell_start,
                 timeout_s=timeout_s,
+                workers=workers,
             )
-        else:
-            bench = asyncio.run(
-                run_cells(
-                    target,
-                    [*lead, *cells],
-                    sink,
-                    anchor=anchor,
-                    on_record=hooks.on_record,
-                    on_cell_start=hooks.on_cell_start,
-                    timeout_s=timeout_s,
-                )
-            )
+        )
         records = [r for cell in bench.cells for r in cell.records]
         durations = {c.plan.cell: c.duration_ns for c in bench.cells if c.plan.phase == "warm"}
         summary = summarize_run(
