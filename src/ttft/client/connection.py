@@ -56,7 +56,9 @@ _SO_TIMESTAMPNS = (
 _TIMESPEC = struct.Struct("@ll")
 _ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size)
 _MAX_QUEUED_NS = 10_000_000_000  # a kernel stamp older than this is not trusted (clock step)
-_MAX_GAPS = 1_000_000  # read gaps kept until someone takes them (a client-health probe)
+# Read gaps kept until a client-health probe takes them: a cell's first 200k reads (a few MB
+# at most for a client nobody probes).
+_MAX_GAPS = 200_000
 
 
 def _kernel_stamp(ancillary: list[tuple[int, int, bytes]], now: int) -> int:
