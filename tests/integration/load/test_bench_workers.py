@@ -44,6 +44,7 @@ def test_two_workers_give_the_single_process_summary_shape_and_counts(
     single = run(server.base_url, tmp_path, arrivals, 24, None, name="single.jsonl")
     merged = run(server.base_url, tmp_path, arrivals, 24, WorkerSetup(2), name="merged.jsonl")
     a, b = single.summary.to_dict(), merged.summary.to_dict()
+    assert a["client_health"] is not None  # the plain one-process run is judged too
     workers = b["meta"].pop("client_workers")
     assert shape(a) == shape(b)
     for one, two in zip(single.summary.cells, merged.summary.cells, strict=True):
