@@ -117,6 +117,28 @@ from ttft.core.errors import TtftError
 @click.option(
     "--seed", default="ttft", show_default=True, help="Prompt seed (same seed, same prompts)."
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Client processes, each with its own event loop: the schedule is computed once and "
+    "split between them, records merged as they finish. Use when the client-health verdict "
+    "says suspect. With --ray: Ray actors (default: one per cluster CPU).",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    default=None,
+    metavar="auto|ADDRESS",
+    help="Run the client workers as Ray actors: 'auto' joins the running cluster (or starts a "
+    "local one), HOST:PORT a head node. Needs pip install 'ttft[distributed]'.",
+)
+@click.option(
+    "--fail-on-client-suspect",
+    is_flag=True,
+    help="Exit 3 when the client-health verdict is not healthy (the load generator itself was "
+    "a bottleneck, so the numbers may be the client's, not the server's).",
+)
 @html_option
 @trace_options
 @workload_options
@@ -139,6 +161,7 @@ def bench(ctx: click.Context, /, target: TargetOptions, **opts: Any) -> None:
       ttft bench --repeat 5                        # run-to-run spread with its CI
       ttft bench --html                            # + results/.../report.html with charts
       ttft bench --trace mooncake.jsonl --api completions --speed 2   # replay a trace
+      ttft bench --url URL --rate 400 --workers 2  # two client processes share the schedule
       ttft bench compare before/summary.json after/summary.json
     """
     if ctx.invoked_subcommand is not None:

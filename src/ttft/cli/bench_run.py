@@ -20,6 +20,7 @@ from ttft.cli.bench_setup import (
     parse_int_list,
     parse_shared_prefix,
 )
+from ttft.cli.bench_workers import print_workers, worker_setup
 from ttft.cli.bench_workloads import (
     apply_workload_options,
     check_fits,
@@ -35,6 +36,7 @@ from ttft.core.slo import parse_slos
 from ttft.core.target import Target
 from ttft.engines.control import ControlClient, complete_target
 from ttft.load.cells import expected_requests
+from ttft.load.fleet_setup import WorkerSetup
 from ttft.load.runner import CellPlan
 from ttft.load.session import SessionHooks, SessionResult, run_session
 from ttft.load.trace_plan import load_trace, needs_tokenizer
@@ -42,6 +44,7 @@ from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop, parse_rate
 from ttft.workload.spec import WorkloadSpec
 
 EMBEDDED_SLOTS = 4
+CLIENT_SUSPECT_EXIT = 3  # --fail-on-client-suspect: the client, not the server, was in doubt
 
 
 def _spec(options: BenchOptions, profile_name: str) -> WorkloadSpec:
@@ -165,6 +168,7 @@ def _cold_mode(options: BenchOptions, spec: WorkloadSpec, console: Console, out_
 def execute(options: BenchOptions) -> None:
     console = Console(stderr=True)
     if options.cold_samples is not None:
+        worker_setup(options)  # refuses --workers/--ray with --cold
         profile = options.profile or "quick"
         out = options.out_dir or Path("results") / time.strftime("bench-cold-%Y%m%d-%H%M%S")
         out.mkdir(parents=True, exist_ok=True)
@@ -172,6 +176,7 @@ def execute(options: BenchOptions) -> None:
         return
     profile = options.profile or ("article" if options.target.url else "quick")
     spec = _spec(options, profile)
+    workers = worker_setup(options)
     slos = parse_slos(options.slo_texts) if options.slo_texts else ()
     out_dir: Path = options.out_dir or Path("results") / time.strftime("bench-%Y%m%d-%H%M%S")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -197,13 +202,18 @@ def execute(options: BenchOptions) -> None:
             uses_files = not needs_tokenizer(load_trace(spec.trace))
         tokenizer = None if uses_files else make_tokenizer(options.tokenizer_path, target)
         result = _run_with_progress(
-            target, spec, tokenizer, records_path, fresh, slos, options, console
+            target, spec, tokenizer, records_path, fresh, slos, options, console, workers
         )
     reuse = reuse_note(result.bench) if spec.trace is not None else None
     if reuse is not None:
         result.notes.append(reuse[0])
         result.summary.meta["trace_reuse"] = reuse[1]
     _write_report(result.summary, result.notes, out_dir, console, options.html_path)
+    print_workers(result.summary, console)
+    health = result.summary.client_health
+    if options.fail_on_client_suspect and health is not None and not health.trusted:
+        console.print(f"[bold red]client {health.level}[/bold red]: --fail-on-client-suspect")
+        raise click.exceptions.Exit(CLIENT_SUSPECT_EXIT)
     if slos and not all(cell.slos_passed for cell in result.summary.cells):
         raise click.exceptions.Exit(1)
 
@@ -217,6 +227,7 @@ def _run_with_progress(
     slos: Any,
     options: BenchOptions,
     console: Console,
+    workers: WorkerSetup | None = None,
 ) -> SessionResult:
     columns = (
         TextColumn("{task.description}"),
@@ -259,6 +270,7 @@ def _run_with_progress(
             hooks=hooks,
             timeout_s=options.timeout_s,
             run_meta={"profile": options.profile or ("article" if options.target.url else "quick")},
+            workers=workers,
         )
 
 

@@ -50,6 +50,9 @@ class BenchOptions:
     think_time: str = "1"
     turn_tokens: str = "256:32"
     conversations: Path | None = None
+    workers: int | None = None  # --workers: client processes (or Ray actors with --ray)
+    ray_address: str | None = None  # --ray auto|ADDRESS
+    fail_on_client_suspect: bool = False
 
     @property
     def profile_name(self) -> str:

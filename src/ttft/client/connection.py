@@ -56,6 +56,9 @@ _SO_TIMESTAMPNS = (
 _TIMESPEC = struct.Struct("@ll")
 _ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size)
 _MAX_QUEUED_NS = 10_000_000_000  # a kernel stamp older than this is not trusted (clock step)
+# Read gaps kept until a client-health probe takes them: a cell's first 200k reads (a few MB
+# at most for a client nobody probes).
+_MAX_GAPS = 200_000
 
 
 def _kernel_stamp(ancillary: list[tuple[int, int, bytes]], now: int) -> int:
@@ -75,11 +78,17 @@ def _kernel_stamp(ancillary: list[tuple[int, int, bytes]], now: int) -> int:
 class Inbox:
     """Stamped reads waiting to be parsed, in arrival order, across a pool's connections."""
 
-    __slots__ = ("_items", "_scheduled")
+    __slots__ = ("_items", "_scheduled", "gaps_ns")
 
     def __init__(self) -> None:
         self._items: list[tuple[Connection, bytes | None, int, str]] = []
         self._scheduled = False
+        # Kernel receive stamp -> read, per kernel-stamped read: how late this process reads.
+        self.gaps_ns: list[int] = []
+
+    def take_gaps(self) -> list[int]:
+        gaps, self.gaps_ns = self.gaps_ns, []
+        return gaps
 
     def put(self, conn: Connection, data: bytes | None, t_ns: int, reason: str = "") -> None:
         """Queue a read (``data``) or the peer's close (``None``) stamped ``t_ns``."""
@@ -182,6 +191,8 @@ class TcpConnection(Connection):
                 data, ancillary, _, _ = self._sock.recvmsg(_READ_SIZE, _ANC_SIZE)
                 now = _clock()
                 t_ns = _kernel_stamp(ancillary, now) if ancillary else now
+                if ancillary and len(self._inbox.gaps_ns) < _MAX_GAPS:
+                    self._inbox.gaps_ns.append(now - t_ns)
             else:
                 data = self._sock.recv(_READ_SIZE)
                 t_ns = _clock()

@@ -6,6 +6,7 @@ them and CI gates on them, so a kind is never renamed, only added.
 
 from __future__ import annotations
 
+from ttft.core.client_health import WORKER_LOST
 from ttft.core.records import ErrorInfo
 
 HTTP_4XX = "http_4xx"  # the server answered 4xx (400 context too long, 429 rate limited, ...)
@@ -18,6 +19,7 @@ STREAM_ERROR = "stream_error"  # the server reported an error inside the stream
 INCOMPLETE_STREAM = "incomplete_stream"  # the response started but ended without [DONE]
 PROTOCOL = "protocol"  # malformed HTTP, or a body that is not the expected event stream
 CANCELLED = "cancelled"  # the caller cancelled the request (a run stopped early)
+# WORKER_LOST (from core): the client worker (child process, Ray actor) carrying it died
 
 KINDS = (
     HTTP_4XX,
@@ -30,6 +32,7 @@ KINDS = (
     INCOMPLETE_STREAM,
     PROTOCOL,
     CANCELLED,
+    WORKER_LOST,
 )
 
 

@@ -218,6 +218,10 @@ class ConnectionPool:
             self._addresses = seen
         return self._addresses
 
+    def take_read_gaps(self) -> list[int]:
+        """The kernel-receive -> read gaps (ns) of the reads since the last call."""
+        return self._inbox.take_gaps()
+
     async def aclose(self) -> None:
         """Close every connection, idle or busy; requests still running fail as disconnected."""
         self._closed = True

@@ -253,6 +253,11 @@ class StreamingClient:
         """Connections opened and reused so far (what the keep-alive checks read)."""
         return self._pool.stats
 
+    def take_read_gaps(self) -> list[int]:
+        """How long each kernel-stamped read waited in its socket before this process read it
+        (ns), since the last call: a client-health signal. Empty without kernel stamps."""
+        return self._pool.take_read_gaps()
+
     def path_for(self, api: str) -> str:
         return self._root + PATHS[api]
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ttft.core.client_verdict import ClientVerdict
 from ttft.core.errors import TtftError
 from ttft.core.identity import mismatch_notice
 from ttft.core.metrics import HEADLINE, METRICS, output_tokens
@@ -87,6 +88,7 @@ class CellSummary:
     cold: CellSummary | None = None
     saturation: Saturation | None = None  # warm phase: is the queue growing without bound?
     repeats: RunSpread | None = None  # --repeat: the spread of the per-run p50s
+    client_health: ClientVerdict | None = None  # was the client itself the bottleneck?
 
     @property
     def failed(self) -> int:
@@ -116,12 +118,14 @@ class CellSummary:
             "cold": None if self.cold is None else self.cold.to_dict(),
             "saturation": None if self.saturation is None else self.saturation.to_dict(),
             "repeats": None if self.repeats is None else self.repeats.to_dict(),
+            "client_health": None if self.client_health is None else self.client_health.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellSummary:
         goodput = data.get("goodput")
         cold = data.get("cold")
+        health = data.get("client_health")
         return cls(
             cell=str(data["cell"]),
             phase=str(data["phase"]),
@@ -139,6 +143,7 @@ class CellSummary:
             cold=None if cold is None else cls.from_dict(cold),
             saturation=Saturation.from_dict(data["saturation"]) if data.get("saturation") else None,
             repeats=RunSpread.from_dict(data["repeats"]) if data.get("repeats") else None,
+            client_health=None if health is None else ClientVerdict.from_dict(health),
         )
 
 
@@ -151,6 +156,7 @@ class BenchSummary:
     meta: dict[str, Any] = field(default_factory=dict)
     schema: str = SCHEMA
     turns: list[TurnRow] = field(default_factory=list)  # multi-turn runs: medians per turn
+    client_health: ClientVerdict | None = None  # the run's: its worst cell's
 
     @property
     def slos_passed(self) -> bool:
@@ -171,6 +177,7 @@ class BenchSummary:
             "meta": dict(self.meta),
             "cells": [cell.to_dict() for cell in self.cells],
             "turns": [row.to_dict() for row in self.turns],
+            "client_health": None if self.client_health is None else self.client_health.to_dict(),
         }
 
     @classmethod
@@ -183,12 +190,14 @@ class BenchSummary:
                 "pass the JSON summary that `ttft bench` wrote, or rerun the bench "
                 "with this version of ttft",
             )
+        health = data.get("client_health")
         return cls(
             cells=[CellSummary.from_dict(cell) for cell in data["cells"]],
             slos=[str(text) for text in data.get("slos", [])],
             meta=dict(data.get("meta", {})),
             schema=SCHEMA,
             turns=[TurnRow.from_dict(row) for row in data.get("turns", [])],
+            client_health=None if health is None else ClientVerdict.from_dict(health),
         )
 
 

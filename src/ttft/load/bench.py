@@ -10,15 +10,20 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ttft.client.stream import StreamingClient
+from ttft.core.client_verdict import HealthSample
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
+from ttft.load.health_probe import client_probe
 from ttft.load.runner import CellPlan, Runner
 from ttft.load.server_metrics import MetricsWatcher, track_gauge_peaks
 from ttft.load.sink import JsonlSink
 from ttft.workload.requests import WorkItem
+
+if TYPE_CHECKING:
+    from ttft.load.fleet_setup import WorkerSetup
 
 
 class ClientSender:
@@ -55,6 +60,7 @@ class CellResult:
     duration_ns: int
     server: dict[str, Any] | None = None
     peaks: dict[str, float] = field(default_factory=dict)
+    health: list[HealthSample] = field(default_factory=list)  # one per client process
 
 
 @dataclass
@@ -63,6 +69,7 @@ class BenchResult:
     cells: list[CellResult]
     notes: list[str]
     engine_kind: str | None
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. the workers and their clocks
 
 
 async def run_cells(
@@ -76,10 +83,19 @@ async def run_cells(
     extra_body: dict[str, Any] | None = None,
     timeout_s: float = 600.0,
     skip: Callable[[CellPlan], bool] | None = None,
+    workers: WorkerSetup | None = None,
 ) -> BenchResult:
     """Run ``cells`` in order; each record is written to ``sink`` the moment it finishes.
-    ``skip(plan)``, asked just before each cell, leaves that cell out (a saturation stop)."""
+    ``skip(plan)``, asked just before each cell, leaves that cell out (a saturation stop).
+    ``workers``: in client worker processes (or Ray actors) instead of this process."""
     anchor = anchor or RunAnchor.now()
+    if workers is not None:
+        from ttft.load.fleet_setup import run_with_workers
+
+        return await run_with_workers(
+            workers, target, cells, sink, anchor=anchor, on_record=on_record,
+            on_cell_start=on_cell_start, timeout_s=timeout_s, extra_body=extra_body,
+        )  # fmt: skip
     watcher = MetricsWatcher(target.metrics_url, target.engine_kind, target.auth_headers())
 
     def record_done(record: RequestRecord) -> None:
@@ -113,6 +129,8 @@ async def run_cells(
                         headers=target.auth_headers(),
                     )
                 )
+            probe = client_probe("main", client)
+            probe.start()
             started = time.perf_counter_ns()
             try:
                 records = await runner.run_cell(plan)
@@ -120,6 +138,7 @@ async def run_cells(
                 if sampler is not None:
                     sampler.cancel()
             duration = time.perf_counter_ns() - started
+            health = await probe.stop()
             after = await asyncio.to_thread(watcher.snapshot)
             server = watcher.deltas(before, after)
             if server is not None:
@@ -133,5 +152,5 @@ async def run_cells(
                     "server": server,
                 }
             )
-            results.append(CellResult(plan, records, duration, server, peaks))
+            results.append(CellResult(plan, records, duration, server, peaks, [health]))
     return BenchResult(anchor, results, watcher.notes, watcher.engine_kind)

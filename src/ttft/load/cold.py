@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import Protocol
 
 from ttft.client.stream import StreamingClient
+from ttft.core.client_health import assess, overall
+from ttft.core.client_verdict import HealthSample
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.slo import Slo
 from ttft.core.summary import BenchSummary, summarize_run
 from ttft.core.target import Target
 from ttft.engines.control import ServerTokenizer
 from ttft.load.calibrate import template_overhead_without_inference
+from ttft.load.health_probe import client_probe
 from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
 from ttft.workload.exact_length import text_of_tokens
 
@@ -53,10 +56,12 @@ def measure_cold_starts(
     sink: JsonlSink,
     *,
     on_sample: Callable[[ColdSample], None] | None = None,
+    health: list[HealthSample] | None = None,
 ) -> list[ColdSample]:
     """Start the engine, send one request of ``prompt_tokens`` tokens, stop; ``samples`` times."""
     anchor = RunAnchor.now()
     out: list[ColdSample] = []
+    health = health if health is not None else []
     for index in range(samples):
         with launch() as engine:
             target = Target(engine.base_url, engine.model_name, engine.metrics_url, "llamacpp")
@@ -77,7 +82,10 @@ def measure_cold_starts(
                 record: RequestRecord = record,
             ) -> None:
                 async with StreamingClient(target.root, model=target.model) as client:
+                    probe = client_probe("main", client)
+                    probe.start()
                     await client.send(body, record, anchor)
+                    health.append(await probe.stop())
 
             asyncio.run(send())
             sink.write_record(record)
@@ -119,7 +127,10 @@ def run_cold_bench(
                 "prompt_tokens": prompt_tokens,
             }
         )
-        done = measure_cold_starts(launch, samples, prompt_tokens, sink, on_sample=on_sample)
+        health: list[HealthSample] = []
+        done = measure_cold_starts(
+            launch, samples, prompt_tokens, sink, on_sample=on_sample, health=health
+        )
         sink.write({"type": "end"})
     startups = sorted(s.startup_s for s in done)
     records = [s.record for s in done]
@@ -130,4 +141,9 @@ def run_cold_bench(
         slos=slos,
         meta={"mode": "cold", "startup_s": startups, "prompt_tokens": prompt_tokens},
     )
+    # One request per start: the client's health is judged over those requests alone.
+    verdict = assess(health, records)
+    for cell in summary.cells:
+        cell.client_health = verdict
+    summary.client_health = overall({cell.cell: verdict for cell in summary.cells})
     return ColdRun(summary, startups)

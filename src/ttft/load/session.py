@@ -22,6 +22,8 @@ from ttft.core.target import Target
 from ttft.load.bench import BenchResult, run_cells
 from ttft.load.calibrate import template_overhead, template_overhead_without_inference
 from ttft.load.cells import SaturationGate, describe_workload, expand_cells
+from ttft.load.fleet_setup import WorkerSetup
+from ttft.load.health_verdicts import attach_health
 from ttft.load.multiturn import turn_label
 from ttft.load.runner import CellPlan
 from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
@@ -91,6 +93,7 @@ def run_session(
     hooks: SessionHooks | None = None,
     run_meta: dict[str, Any] | None = None,
     timeout_s: float = 600.0,
+    workers: WorkerSetup | None = None,
 ) -> SessionResult:
     """Build the workload, then send: a cold request first when ``fresh_server`` (the first
     request after a start is reported apart), the warm-up (kept, not counted), then each cell."""
@@ -152,6 +155,7 @@ def run_session(
                 on_cell_start=hooks.on_cell_start,
                 timeout_s=timeout_s,
                 skip=gate.skip if gate is not None else None,
+                workers=workers,
             )
         )
         records = [r for cell in bench.cells for r in cell.records]
@@ -171,9 +175,11 @@ def run_session(
                 },
                 "engine": bench.engine_kind,
                 "notes": [*notes, *bench.notes],
+                **bench.meta,
             },
         )
         notes += describe_workload(summary, spec, cells, gate)
+        attach_health(summary, bench)
         sink.write(
             {"type": "end", "elapsed_s": (time.perf_counter_ns() - anchor.monotonic_ns) / 1e9}
         )

@@ -298,7 +298,24 @@ def bench_body(summary: Mapping[str, Any], records: Sequence[RequestRecord] | No
         body.append(
             section("Warnings", "<ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
         )
+    health = _health_lines(summary)
+    if health:
+        items = "".join(f"<li>{escape(line)}</li>" for line in health)
+        body.append(section("Client health", f"<ul>{items}</ul>"))
     return body
+
+
+def _health_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The client-health verdict of each cell and of the run, with the fix when not healthy."""
+    lines = []
+    for label, verdict in [
+        *((c["cell"], c.get("client_health")) for c in summary["cells"]),
+        ("the run", summary.get("client_health")),
+    ]:
+        if verdict:
+            fix = "" if verdict["level"] == "healthy" else f" Fix: {verdict['fix']}"
+            lines.append(f"{label}: {verdict['level']}: {verdict['reason']}.{fix}")
+    return lines
 
 
 def bench_page(

@@ -62,6 +62,10 @@ def summary_to_markdown(summary: BenchSummary, metrics: Sequence[str] | None = N
     if summary.slos:
         verdict = "all met" if summary.slos_passed else "**some FAILED**"
         parts += [f"SLOs: {', '.join(f'`{s}`' for s in summary.slos)}: {verdict}", ""]
+    health = summary.client_health
+    if health is not None:
+        fix = "" if health.trusted else f" Fix: {health.fix}"
+        parts += [f"Client: **{health.level}**: {health.reason}.{fix}", ""]
     parts += [cell_markdown(cell, metrics) for cell in phases(summary)]
     if summary.turns:
         rows = [turn_values(row) for row in summary.turns]

@@ -9,6 +9,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ttft.core.client_verdict import HEALTHY, INVALID, ClientVerdict
 from ttft.core.compare import LIKELY_REAL, Comparison, StatComparison
 from ttft.core.summary import BenchSummary, CellSummary
 from ttft.core.units import display_unit, format_value
@@ -61,7 +62,18 @@ def cell_notes(cell: CellSummary) -> list[Text]:
     for notice in cell.warnings:
         lines.append(Text(f"! {notice.message}", style="yellow"))
     lines += [Text(text, style=style) for text, style in cell_workload_lines(cell)]
+    if cell.client_health is not None:
+        lines.append(health_text(cell.client_health))
     return lines
+
+
+def health_text(verdict: ClientVerdict, scope: str = "client") -> Text:
+    """``client healthy: ...`` in green, suspect in yellow, invalid in red, with the fix."""
+    style = {HEALTHY: "green", INVALID: "bold red"}.get(verdict.level, "bold yellow")
+    text = f"{scope} {verdict.level}: {verdict.reason}"
+    if verdict.level != HEALTHY:
+        text += f"; fix: {verdict.fix}"
+    return Text(text, style=style)
 
 
 def summary_renderables(
@@ -78,6 +90,8 @@ def summary_renderables(
         overall = "all SLOs met" if summary.slos_passed else "some SLOs FAILED"
         style = "bold green" if summary.slos_passed else "bold red"
         parts.append(Text(overall, style=style))
+    if summary.client_health is not None:
+        parts.append(health_text(summary.client_health, "the run's client was"))
     return parts
 
 

@@ -1,0 +1,85 @@
+"""Shared by the --workers and --ray tests: a scripted server, a prompt file, one session run,
+and a starver that holds one worker's CPU with a busy loop."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ttft.core.target import Target
+from ttft.load.fleet_setup import WorkerSetup
+from ttft.load.session import SessionHooks, SessionResult, run_session
+from ttft.workload.arrival import Arrival
+from ttft.workload.spec import WorkloadSpec
+
+# First token 20 ms after the request, then 3 more tokens 2 ms apart: timing truth is known.
+SCRIPT = {"first_token_delay_ms": 20.0, "n_tokens": 4, "token_interval_ms": 2.0}
+TTFT_NS = 20_000_000
+
+
+def prompt_file(folder: Path, n: int = 16) -> Path:
+    path = folder / "prompts.jsonl"
+    with path.open("w") as fh:
+        for i in range(n):
+            body = {"messages": [{"role": "user", "content": f"q{i}"}], "max_tokens": 4}
+            fh.write(json.dumps(body) + "\n")
+    return path
+
+
+def run(
+    base_url: str,
+    folder: Path,
+    arrivals: list[Arrival],
+    requests: int,
+    workers: WorkerSetup | None,
+    hooks: SessionHooks | None = None,
+    name: str = "records.jsonl",
+) -> SessionResult:
+    spec = WorkloadSpec(
+        requests=requests,
+        max_tokens=4,
+        prompt_file=prompt_file(folder),
+        warmup=1,
+        arrivals=arrivals,
+    )
+    target = Target(base_url, "scripted")
+    return run_session(
+        target, spec, None, folder / name, hooks=hooks, workers=workers, timeout_s=60.0
+    )
+
+
+def shape(value: Any) -> Any:
+    """The keys of a JSON document, recursively (values dropped): its schema, roughly."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shape(value[0])] if value else []
+    return type(value).__name__ if value is not None else None
+
+
+@contextlib.contextmanager
+def starved(pid: int) -> Iterator[None]:
+    """Pin process ``pid`` to one CPU at the lowest priority and hold that CPU with a busy-loop
+    process at normal priority: ``pid`` runs only in the hog's leftovers."""
+    before = os.sched_getaffinity(pid)
+    cpu = min(before)  # one this process may run on (CI containers restrict the set)
+    old_nice = os.getpriority(os.PRIO_PROCESS, pid)
+    hog = subprocess.Popen(
+        [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"]
+    )
+    try:
+        os.sched_setaffinity(pid, {cpu})
+        os.setpriority(os.PRIO_PROCESS, pid, 19)
+        yield
+    finally:
+        hog.kill()
+        hog.wait(10)
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(pid, before)
+            os.setpriority(os.PRIO_PROCESS, pid, old_nice)
