@@ -29,7 +29,7 @@ def test_f16_is_the_noise_floor_q4_0_diverges_and_the_verdict_repeats() -> None:
     for spec in (F16, F16, Q4):
         with open_side(parse_side(spec), ctx_size=ctx, parallel=1, threads=2) as end:
             if not probes:
-                probes = build_probes(count_tokens(end.base_url), OPTIONS.lengths, OPTIONS.samples)
+                probes = build_probes(count_tokens(end), OPTIONS.lengths, OPTIONS.samples)
             runs.append(collect(end, probes, n_predict=OPTIONS.n_tokens, n_probs=OPTIONS.n_probs))
     first, again, q4 = runs
 
