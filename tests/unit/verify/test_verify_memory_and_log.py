@@ -123,7 +123,7 @@ def test_logged_prompts_keep_what_shapes_the_prompt_and_fit_the_window(tmp_path:
 def test_a_bad_request_log_names_the_line(tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
     log.write_text('{"messages": []}\n')
-    with pytest.raises(TtftError, match="log.jsonl:1"):
+    with pytest.raises(TtftError, match=r"log\.jsonl:1"):
         load_logged(log, 10)
 
 
