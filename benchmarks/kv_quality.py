@@ -33,7 +33,9 @@ def _run(
         side, ctx_size=embedded_ctx_size(options), parallel=1, threads=options.threads
     ) as end:
         if not probes:
-            probes = build_probes(count_tokens(end), options.lengths, options.samples)
+            counter = count_tokens(end)
+            assert counter is not None  # the embedded llama-server has /tokenize
+            probes = build_probes(counter, options.lengths, options.samples)
         started = time.perf_counter()
         out = collect(end, probes, n_predict=options.n_tokens, n_probs=options.n_probs)
         print(
