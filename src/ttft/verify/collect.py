@@ -69,7 +69,8 @@ def open_side(
     if threads is not None:
         settings["threads"] = threads
     settings.update(side.overrides)
-    settings["extra_args"] = VERBOSITY_ARGS  # the log then states the KV cache size
+    # the log then states the KV cache size
+    settings["extra_args"] = (*settings.get("extra_args", ()), *VERBOSITY_ARGS)
     with launch_embedded(**settings) as engine:
         log = engine.process.log_path.read_text(errors="replace")
         window = side.window(ctx_size, parallel)
