@@ -15,7 +15,7 @@ from typing import Any
 from ttft.tune.runner import llama_settings
 from ttft.tune.space import Config, config_label
 from ttft.tune.sweep import QualityGate
-from ttft.verify import QualityOptions, run_quality
+from ttft.verify import QualityCheck, QualityOptions
 from ttft.verify.sides import SideSpec
 
 # Short on purpose: one length, two probes, eight tokens (~15 s per configuration on 2 cores).
@@ -41,13 +41,13 @@ def gate_side(config: Config, model_path: Path | None) -> SideSpec:
 
 def quality_gate(baseline: Config, *, threads: int | None, model_path: Path | None) -> QualityGate:
     base = gate_side(baseline, model_path)
-    options = replace(GATE_OPTIONS, threads=threads)
+    # the baseline is measured once, on the first configuration that needs a check
+    check = QualityCheck(base, replace(GATE_OPTIONS, threads=threads))
 
     def gate(config: Config) -> str | None:
         side = gate_side(config, model_path)
         if side.overrides == base.overrides:
             return None
-        report, _ = run_quality(base, side, options)
-        return report.verdict
+        return check.against(side).verdict
 
     return gate
