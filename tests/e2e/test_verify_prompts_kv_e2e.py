@@ -16,6 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from ttft.cli.main import cli
+from ttft.engines.llamacpp.embedded import RunningEngine
+from ttft.verify import QualityOptions, parse_side, run_quality
+from ttft.verify.collect import engine_kind
 
 pytestmark = pytest.mark.e2e
 
@@ -61,3 +64,20 @@ def test_logged_prompts_get_their_own_row_and_kv_memory_enters_the_trade(tmp_pat
     # q8_0 stores 8.5 bits per value where f16 stores 16: a bit over half the memory
     assert 0.4 < kv["candidate"] / kv["baseline"] < 0.6, kv
     assert "less KV memory" in report["trade"] and "your prompts" in report["trade"]
+
+
+def test_a_running_llama_server_given_by_url_is_asked_natively_and_its_memory_is_unknown(
+    embedded_server: RunningEngine,
+) -> None:
+    """A URL side is recognised as llama-server by its /props (so it gets /completion with
+    n_probs and ids, not the OpenAI fallback); against itself it is the noise floor; its KV
+    memory is unknown (it was not started by ttft) and the report says so."""
+    url = embedded_server.base_url
+    assert engine_kind(url) == "llama-server"
+    options = QualityOptions(lengths=(128,), samples=1, n_tokens=4)
+    report, probes = run_quality(parse_side(url), parse_side(url), options)
+    (row,) = report.lengths
+    assert probes[0].prompt_tokens <= 128
+    assert row.mean_kl == 0.0 and row.identical_share == 1.0 and row.verdict == "pass"
+    assert report.kv_mib_baseline is None and "KV memory unknown" in report.trade()
+    assert any(f"KV memory of {url} unknown" in n for n in report.notes)
