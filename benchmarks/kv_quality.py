@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 
 from ttft.report.verify import text_report
 from ttft.verify import QualityOptions, build_probes, compare_sides, parse_side
@@ -27,20 +28,22 @@ from ttft.verify.run import check_windows, embedded_ctx_size
 
 def _run(
     spec: str, options: QualityOptions, probes: list[Probe]
-) -> tuple[list[Generation], list[Probe]]:
+) -> tuple[list[Generation], list[Probe], float | None]:
     side = parse_side(spec)
     with open_side(
         side, ctx_size=embedded_ctx_size(options), parallel=1, threads=options.threads
     ) as end:
         if not probes:
-            probes = build_probes(count_tokens(end.base_url), options.lengths, options.samples)
+            counter = count_tokens(end)
+            assert counter is not None  # the embedded llama-server has /tokenize
+            probes = build_probes(counter, options.lengths, options.samples)
         started = time.perf_counter()
         out = collect(end, probes, n_predict=options.n_tokens, n_probs=options.n_probs)
         print(
             f"{side.label}: {len(probes)} probes in {time.perf_counter() - started:.0f} s",
             file=sys.stderr,
         )
-    return out, probes
+    return out, probes, end.kv_mib
 
 
 def main() -> None:
@@ -60,26 +63,25 @@ def main() -> None:
     kinds = [k.strip() for k in args.kv.split(",") if k.strip()]
     specs = {k: f"embedded:-ctk={k},-ctv={k}" for k in ["f16", *kinds]}
     check_windows([parse_side(s) for s in specs.values()], options)
-    base, probes = _run(specs["f16"], options, [])
-    again, _ = _run(specs["f16"], options, probes)
+    base, probes, base_kv = _run(specs["f16"], options, [])
+    again, _, again_kv = _run(specs["f16"], options, probes)
     reports: list[QualityReport] = []
     for kind, spec in specs.items():
-        answers = again if kind == "f16" else _run(spec, options, probes)[0]
-        reports.append(
-            compare_sides(
-                probes,
-                base,
-                answers,
-                baseline_label="f16 KV",
-                candidate_label=f"{kind} KV",
-                n_tokens=options.n_tokens,
-            )
+        answers, _, kv = (again, probes, again_kv) if kind == "f16" else _run(spec, options, probes)
+        report = compare_sides(
+            probes,
+            base,
+            answers,
+            baseline_label="f16 KV",
+            candidate_label=f"{kind} KV",
+            n_tokens=options.n_tokens,
         )
+        reports.append(replace(report, kv_mib_baseline=base_kv, kv_mib_candidate=kv))
     print(
         "| KV | length | verdict | mean KL | top-1 | identical | recall f16/cand "
-        "| TTFT p50 f16/cand ms |"
+        "| TTFT p50 f16/cand ms | KV MiB f16/cand |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for report in reports:
         for s in report.lengths:
             kl = "n/a" if s.mean_kl is None else f"{s.mean_kl:.4f}"
@@ -87,7 +89,8 @@ def main() -> None:
             print(
                 f"| {report.candidate} | {s.length} | {s.verdict} | {kl} | {top1} | "
                 f"{s.identical_share:.0%} | {s.recall_baseline:.0%}/{s.recall_candidate:.0%} | "
-                f"{s.ttft_p50_baseline_ms:.0f}/{s.ttft_p50_candidate_ms:.0f} |"
+                f"{s.ttft_p50_baseline_ms:.0f}/{s.ttft_p50_candidate_ms:.0f} | "
+                f"{report.kv_mib_baseline}/{report.kv_mib_candidate} |"
             )
     print()
     for report in reports:

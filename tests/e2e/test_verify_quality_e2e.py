@@ -12,6 +12,7 @@ import pytest
 
 from ttft.verify import QualityOptions, build_probes, compare_sides, parse_side
 from ttft.verify.collect import collect, count_tokens, open_side
+from ttft.verify.probes import Probe
 from ttft.verify.quality import Generation, QualityReport
 from ttft.verify.run import embedded_ctx_size
 
@@ -25,11 +26,13 @@ Q4 = "embedded:-ctk=q4_0,-ctv=q4_0"
 def test_f16_is_the_noise_floor_q4_0_diverges_and_the_verdict_repeats() -> None:
     ctx = embedded_ctx_size(OPTIONS)
     runs: list[list[Generation]] = []
-    probes = []
+    probes: list[Probe] = []
     for spec in (F16, F16, Q4):
         with open_side(parse_side(spec), ctx_size=ctx, parallel=1, threads=2) as end:
             if not probes:
-                probes = build_probes(count_tokens(end.base_url), OPTIONS.lengths, OPTIONS.samples)
+                counter = count_tokens(end)
+                assert counter is not None  # llama-server has /tokenize
+                probes = build_probes(counter, OPTIONS.lengths, OPTIONS.samples)
             runs.append(collect(end, probes, n_predict=OPTIONS.n_tokens, n_probs=OPTIONS.n_probs))
     first, again, q4 = runs
 

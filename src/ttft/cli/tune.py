@@ -170,6 +170,12 @@ def tune() -> None:
     show_default=True,
     help="With --load rate: gamma shape of the arrival gaps; 1 = Poisson, <1 burstier.",
 )
+@click.option(
+    "--quality-gate",
+    is_flag=True,
+    help="Check each configuration's answers against the first one (ttft verify quality: "
+    "512 tokens, 2 probes); a 'fail' is marked 'quality fail' and never chosen.",
+)
 @_workload_options
 def sweep(**opts: Any) -> None:
     """Every configuration of a parameter space: highest load within the SLOs, ranked.

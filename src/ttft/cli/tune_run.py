@@ -194,6 +194,16 @@ def execute_sweep(opts: dict[str, Any]) -> None:
             "print the launch commands with --dry-run --launch '...', or measure a running "
             "service with --url (request-side changes only)",
         )
+    if opts.get("quality_gate") and opts["url"]:
+        raise TtftError(
+            "--quality-gate starts each configuration itself: it needs a sweep ttft starts",
+            "drop --url, or check a running service with ttft verify quality --candidate URL",
+        )
+    gate = None
+    if opts.get("quality_gate"):
+        from ttft.cli.tune_gate import quality_gate
+
+        gate = quality_gate(configs[0], threads=opts["threads"], model_path=opts["model_path"])
     slos = parse_slos(opts["slo_texts"]) if opts["slo_texts"] else ()
     workload = tune_workload(opts)
     search = search_settings(opts)
@@ -220,7 +230,9 @@ def execute_sweep(opts: dict[str, Any]) -> None:
             state = "resumed" if resumed else result.status
             progress.update(task, advance=1, status=f"{config_label(config)}: {state}")
 
-        results = run_sweep(configs, trial_runner(opts), exp, workload, slos, search, on_trial)
+        results = run_sweep(
+            configs, trial_runner(opts), exp, workload, slos, search, on_trial, gate
+        )
     rows = sweep_rows(results)
     unit = "rate" if search.load == "rate" else "load"
     print_table(f"tune sweep (best {unit} per configuration)", SWEEP_COLUMNS, rows)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -81,6 +82,21 @@ def verify() -> None:
     help="Threads of an embedded side (default: the engine's).",
 )
 @click.option(
+    "--requests-log",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="JSONL of OpenAI chat bodies (your own prompts): each is asked of both sides through "
+    "the chat endpoint and summarized as a 'your prompts' row. Prompts longer than the "
+    "window (an embedded side's is sized by --lengths) are skipped and counted.",
+)
+@click.option(
+    "--max-prompts",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, 100000),
+    help="Check the first N prompts of --requests-log.",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(["text", "json", "markdown"]),
@@ -96,16 +112,24 @@ def quality(
     n_probs: int,
     parallel: int,
     threads: int | None,
+    requests_log: Path | None,
+    max_prompts: int,
     fmt: str,
 ) -> int:
     """Compare a candidate's answers with a baseline's at several context lengths.
 
-    \b
-    Sides are a running llama-server or an embedded engine ttft starts:
-      ttft verify quality --candidate embedded:-ctk=q8_0,-ctv=q8_0
-      ttft verify quality --baseline http://127.0.0.1:8080 --candidate http://127.0.0.1:8081
+      \b
+      Sides are a running service (llama-server, vLLM, SGLang) or an embedded engine
+    ttft starts:
+        ttft verify quality --candidate embedded:-ctk=q8_0,-ctv=q8_0
+        ttft verify quality --baseline http://127.0.0.1:8080 --candidate http://127.0.0.1:8081
+        ttft verify quality --candidate embedded:-ctk=q4_0,-ctv=q4_0 --requests-log log.jsonl
 
-    Exit code 1 when a length fails, 0 for pass or degraded.
+      A URL side that is not llama-server (vLLM, SGLang) is asked through /v1/completions
+      and /v1/chat/completions with OpenAI logprobs/top_logprobs. An embedded side reports
+      its KV cache size (from llama-server's start-up log) for the trade line.
+
+      Exit code 1 when a length fails, 0 for pass or degraded.
     """
     options = QualityOptions(
         lengths=_lengths(lengths),
@@ -114,6 +138,8 @@ def quality(
         n_probs=n_probs,
         parallel=parallel,
         threads=threads,
+        requests_log=requests_log,
+        max_prompts=max_prompts,
     )
 
     def progress(label: str, done: int, total: int) -> None:

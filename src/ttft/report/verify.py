@@ -37,10 +37,26 @@ HEADER = (
 )
 
 
+def _recall(s: LengthSummary) -> str:
+    if s.recall_baseline is None or s.recall_candidate is None:
+        return "n/a"
+    return f"{s.recall_baseline:.0%}/{s.recall_candidate:.0%}"
+
+
+def _kv(report: QualityReport) -> str:
+    def one(mib: float | None) -> str:
+        return "unknown" if mib is None else f"{mib:.2f} MiB"
+
+    return (
+        f"KV memory: {report.baseline} {one(report.kv_mib_baseline)}, "
+        f"{report.candidate} {one(report.kv_mib_candidate)}"
+    )
+
+
 def rows(report: QualityReport) -> list[tuple[str, ...]]:
     return [
         (
-            str(s.length),
+            s.name,
             str(s.samples),
             s.verdict,
             _kl(s),
@@ -48,10 +64,10 @@ def rows(report: QualityReport) -> list[tuple[str, ...]]:
             _top1(s),
             f"{s.identical_share:.0%}",
             f"{s.first_divergence_mean:.1f}",
-            f"{s.recall_baseline:.0%}/{s.recall_candidate:.0%}",
+            _recall(s),
             f"{s.ttft_p50_baseline_ms:.0f}/{s.ttft_p50_candidate_ms:.0f}",
         )
-        for s in report.lengths
+        for s in report.rows
     ]
 
 
@@ -66,9 +82,10 @@ def text_report(report: QualityReport) -> str:
     for r in table:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
     lines.append("")
-    for s in report.lengths:
+    for s in report.rows:
         if s.reasons:
-            lines.append(f"{s.length}: {s.verdict} ({'; '.join(s.reasons)})")
+            lines.append(f"{s.name}: {s.verdict} ({'; '.join(s.reasons)})")
+    lines.append(_kv(report))
     lines.append("thresholds: " + "; ".join(report.thresholds.describe()))
     lines.extend(f"note: {n}" for n in report.notes)
     lines.append(f"verdict: {report.verdict}")
@@ -87,9 +104,10 @@ def markdown_report(report: QualityReport) -> str:
     ]
     lines.extend("| " + " | ".join(r) + " |" for r in rows(report))
     lines.append("")
-    for s in report.lengths:
+    for s in report.rows:
         if s.reasons:
-            lines.append(f"- {s.length}: {s.verdict} ({'; '.join(s.reasons)})")
+            lines.append(f"- {s.name}: {s.verdict} ({'; '.join(s.reasons)})")
+    lines.append(f"- {_kv(report)}")
     lines.append("")
     lines.append("Thresholds:")
     lines.extend(f"- {t}" for t in report.thresholds.describe())

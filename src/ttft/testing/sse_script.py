@@ -59,6 +59,10 @@ class Script:
     # Echo the request's X-Request-Id in the response head, as vLLM does ("same"), or a wrong
     # one ("other": what a confused proxy would send back).
     echo_request_id: Literal["none", "same", "other"] = "none"
+    # Per token, its top alternatives as (text, logprob) pairs: each token chunk then carries
+    # OpenAI logprobs (chat: logprobs.content; completions: tokens/token_logprobs/top_logprobs),
+    # as vLLM and SGLang stream them. None (the default): no logprobs, as before.
+    top_logprobs: tuple[tuple[tuple[str, float], ...], ...] | None = None
 
     def merged(self, overrides: dict[str, Any] | None) -> Script:
         """This script with the given fields replaced (unknown fields are an error)."""
@@ -71,6 +75,10 @@ class Script:
         values = dict(overrides)
         if values.get("tokens") is not None:
             values["tokens"] = tuple(values["tokens"])
+        if values.get("top_logprobs") is not None:
+            values["top_logprobs"] = tuple(
+                tuple((str(t), float(v)) for t, v in alts) for alts in values["top_logprobs"]
+            )
         return replace(self, **values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -186,6 +194,7 @@ def _events(script: Script, api: str, index: int, model: str, at: int) -> list[P
         out.append(Piece(at, "role", _sse(chunk(first), crlf)))
     texts = script.token_texts()
     at += _ms(script.first_token_delay_ms)
+    offset = 0  # characters of text before this token (the legacy logprobs' text_offset)
     for i, text in enumerate(texts):
         if i:
             at += _ms(script.token_interval_ms)
@@ -196,9 +205,11 @@ def _events(script: Script, api: str, index: int, model: str, at: int) -> list[P
             return out
         reasoning = i < script.reasoning_tokens and chat
         field = script.reasoning_field if reasoning else "content"
-        out.append(
-            Piece(at, "reasoning" if reasoning else "token", _sse(chunk(choice(text, field)), crlf))
-        )
+        picked = choice(text, field)
+        if script.top_logprobs is not None and i < len(script.top_logprobs):
+            picked["logprobs"] = _logprobs(text, script.top_logprobs[i], chat, offset)
+        offset += len(text)
+        out.append(Piece(at, "reasoning" if reasoning else "token", _sse(chunk(picked), crlf)))
     if script.error_after is not None:
         error = {"error": {"message": script.error_message, "type": "scripted_error", "code": 500}}
         style = "error" if script.error_style == "event" else None
@@ -246,6 +257,24 @@ def with_request_id(pieces: list[Piece], request_id: str) -> list[Piece]:
     line = f"X-Request-Id: {request_id}\r\n".encode("latin-1")
     data = head.data.replace(b"\r\n", b"\r\n" + line, 1)
     return [Piece(head.offset_ns, head.kind, data, head.close), *pieces[1:]]
+
+
+def _logprobs(
+    text: str, alts: tuple[tuple[str, float], ...], chat: bool, offset: int
+) -> dict[str, Any]:
+    """One token's logprobs in the OpenAI shapes (the API reference's chat ``logprobs.content``
+    and the legacy completions ``logprobs`` object)."""
+    own = next((v for t, v in alts if t == text), max((v for _, v in alts), default=0.0))
+    if chat:
+        top = [{"token": t, "logprob": v, "bytes": list(t.encode())} for t, v in alts]
+        item = {"token": text, "logprob": own, "bytes": list(text.encode()), "top_logprobs": top}
+        return {"content": [item]}
+    return {
+        "tokens": [text],
+        "token_logprobs": [own],
+        "top_logprobs": [dict(alts)],
+        "text_offset": [offset],
+    }
 
 
 def _frame(script: Script, at: int, events: list[Piece]) -> list[Piece]:

@@ -67,6 +67,10 @@ class SearchSettings:
 
 # (index, total, config, result or None while it starts, resumed from disk?)
 OnTrial = Callable[[int, int, Config, TrialResult | None, bool], None]
+# A configuration's quality verdict against the sweep's baseline ("pass", "degraded", "fail"),
+# or None where there is nothing to check (the same numerics as the baseline). The CLI builds
+# it from ``ttft verify quality``; the sweep only records it and never chooses a "fail".
+QualityGate = Callable[[Config], str | None]
 
 
 def trial_key(
@@ -121,6 +125,7 @@ def run_sweep(
     slos: Sequence[Slo],
     search: SearchSettings = SearchSettings(),
     on_trial: OnTrial | None = None,
+    gate: QualityGate | None = None,
 ) -> list[TrialResult]:
     key = trial_key(workload, slos, search)
     results: list[TrialResult] = []
@@ -135,6 +140,10 @@ def run_sweep(
             resumed = False
         else:
             resumed = True
+        if gate is not None and done.status == OK and done.quality is None:
+            # after the trial's engine stopped: the gate starts engines of its own
+            done.quality = gate(config)
+            exp.save(done)
         results.append(done)
         if on_trial is not None:
             on_trial(n, len(configs), config, done, resumed)
@@ -162,10 +171,12 @@ def _served(result: TrialResult) -> float:
 
 def rank(results: Sequence[TrialResult]) -> list[TrialResult]:
     """Most goodput at the best load first (open loop: the highest rate held, then goodput),
-    then lower TTFT p99; trials that never held the SLOs next, failed trials last."""
+    then lower TTFT p99; trials that failed the quality gate next, then trials that never held
+    the SLOs, failed trials last."""
 
     def key(r: TrialResult) -> tuple[int, float, float, float]:
-        tier = 0 if r.best is not None else (1 if r.status == OK else 2)
+        held, ran = r.best is not None, r.status == OK
+        tier = (1 if r.quality_failed else 0) if held else (2 if ran else 3)
         return tier, -_served(r), -_goodput(r), _p99(r)
 
     return sorted(results, key=key)
@@ -174,7 +185,7 @@ def rank(results: Sequence[TrialResult]) -> list[TrialResult]:
 def pareto_ids(results: Sequence[TrialResult]) -> set[str]:
     """Trials no other beats on both TTFT p99 (lower) and goodput (higher; open loop: the rate
     held) at their best load."""
-    held = [r for r in results if r.best is not None]
+    held = [r for r in results if r.best is not None and not r.quality_failed]
     front: set[str] = set()
     for r in held:
         dominated = any(
@@ -189,5 +200,7 @@ def pareto_ids(results: Sequence[TrialResult]) -> set[str]:
 
 
 def chosen(results: Sequence[TrialResult]) -> TrialResult | None:
+    """The best-ranked trial that held the SLOs and did not fail the quality gate."""
     ranked = rank(results)
-    return ranked[0] if ranked and ranked[0].best is not None else None
+    top = ranked[0] if ranked else None
+    return top if top is not None and top.best is not None and not top.quality_failed else None

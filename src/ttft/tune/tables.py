@@ -58,11 +58,14 @@ def sweep_rows(results: Sequence[TrialResult]) -> list[dict[str, str]]:
     for n, r in enumerate(rank(results), start=1):
         best = r.best
         note = r.reason or ("" if best is not None else "no load held the SLOs")
+        if r.quality is not None:
+            gate = "never chosen" if r.quality_failed else "against the baseline"
+            note = "; ".join(filter(None, [f"quality {r.quality} ({gate})", note]))
         rows.append(
             {
                 "rank": str(n),
                 "config": config_label(r.config),
-                "status": r.status,
+                "status": "quality fail" if r.quality_failed else r.status,
                 "best_load": "" if best is None else best.load_label(),  # c=4 or 2.0/s
                 "goodput_per_s": "" if best is None else _num(best.goodput_per_s, 2),
                 "ttft_p50_ms": "" if best is None else _num(best.ttft_p50_ms),

@@ -154,6 +154,13 @@ class TrialResult:
     saturated: bool = False  # the search stopped because more load gave no more goodput
     launch_command: list[str] = field(default_factory=list)
     startup_s: float | None = None
+    # The quality gate's verdict against the sweep's baseline (pass / degraded / fail, from
+    # ``ttft verify quality``); None: not checked. A "fail" is never chosen.
+    quality: str | None = None
+
+    @property
+    def quality_failed(self) -> bool:
+        return self.quality == "fail"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -166,6 +173,7 @@ class TrialResult:
             "saturated": self.saturated,
             "launch_command": list(self.launch_command),
             "startup_s": self.startup_s,
+            "quality": self.quality,
         }
 
     @classmethod
@@ -181,4 +189,5 @@ class TrialResult:
             saturated=bool(data.get("saturated", False)),
             launch_command=[str(a) for a in data.get("launch_command", [])],
             startup_s=data.get("startup_s"),
+            quality=data.get("quality"),
         )

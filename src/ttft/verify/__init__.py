@@ -16,13 +16,14 @@ from ttft.verify.metrics import (
 )
 from ttft.verify.probes import Probe, build_probes
 from ttft.verify.quality import Generation, LengthSummary, QualityReport, compare_sides
-from ttft.verify.run import QualityOptions, check_windows, run_quality
+from ttft.verify.run import QualityCheck, QualityOptions, check_windows, run_quality
 from ttft.verify.sides import SideSpec, parse_side
 
 __all__ = [
     "Generation",
     "LengthSummary",
     "Probe",
+    "QualityCheck",
     "QualityOptions",
     "QualityReport",
     "SideSpec",

@@ -1,36 +1,55 @@
-"""Run the regression set against one side: start it if it is embedded, stream each probe.
+"""Run the regression set against one side: start it if it is embedded, then ask each prompt.
 
-Every request is greedy (temperature 0, top_k 1 is implied by temperature 0 in llama-server),
-seeded, and sent with ``cache_prompt`` false: no probe may ride on the prefix cache of another,
-and a side's cache state can never change its numbers. One request at a time, so slot
-scheduling is identical on both sides.
+A side is llama-server (its native ``/completion`` with ``n_probs``, which gives token ids) or
+any other OpenAI-compatible engine (vLLM, SGLang: ``logprobs`` / ``top_logprobs``). One request
+at a time, so slot scheduling is identical on both sides.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from ttft.core.errors import TtftError
 from ttft.core.target import Target
-from ttft.engines.control import ControlClient
+from ttft.engines.control import Call, ControlClient, ControlError
+from ttft.verify.generate import native_generate, openai_generate
+from ttft.verify.logged import LoggedPrompt
 from ttft.verify.probes import Probe
 from ttft.verify.quality import Generation
 from ttft.verify.sides import SideSpec
+from ttft.verify.stream import EngineRefused
 
-SEED = 42
+EngineKind = Literal["llama-server", "openai"]
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
 class Endpoint:
     base_url: str
     window: int | None  # tokens per slot; None where the server does not say
+    kind: EngineKind = "llama-server"
+    model: str | None = None  # sent as "model" to an OpenAI engine; None: not known
+    kv_mib: float | None = None  # the KV cache the server reported; None: not known
+
+    @property
+    def llama(self) -> bool:
+        return self.kind == "llama-server"
+
+
+def engine_kind(base_url: str) -> EngineKind:
+    """llama-server answers ``GET /props`` with its generation settings; vLLM, SGLang and other
+    OpenAI servers have no such endpoint."""
+    props = ControlClient(Target(base_url)).props()
+    return "llama-server" if "default_generation_settings" in props else "openai"
+
+
+def _model(base_url: str) -> str | None:
+    try:
+        return ControlClient(Target(base_url)).model_id()
+    except ControlError:
+        return None  # a server without /v1/models takes requests without a model name
 
 
 @contextlib.contextmanager
@@ -39,85 +58,71 @@ def open_side(
 ) -> Iterator[Endpoint]:
     """A reachable endpoint for ``side``; an embedded engine is stopped on the way out."""
     if side.url is not None:
-        yield Endpoint(side.url, ControlClient(Target(side.url)).context_limit())
+        kind = engine_kind(side.url)
+        window = ControlClient(Target(side.url)).context_limit()
+        yield Endpoint(side.url, window, kind, None if kind == "llama-server" else _model(side.url))
         return
     from ttft.engines.llamacpp.embedded import launch_embedded
+    from ttft.engines.llamacpp.kv_log import VERBOSITY_ARGS, kv_cache_mib
 
     settings: dict[str, Any] = {"ctx_size": ctx_size, "parallel": parallel}
     if threads is not None:
         settings["threads"] = threads
     settings.update(side.overrides)
+    # the log then states the KV cache size
+    settings["extra_args"] = (*settings.get("extra_args", ()), *VERBOSITY_ARGS)
     with launch_embedded(**settings) as engine:
-        yield Endpoint(engine.base_url, side.window(ctx_size, parallel))
+        log = engine.process.log_path.read_text(errors="replace")
+        window = side.window(ctx_size, parallel)
+        yield Endpoint(engine.base_url, window, "llama-server", None, kv_cache_mib(log))
 
 
-def count_tokens(base_url: str) -> Callable[[str], int]:
-    """The side's own tokenizer, as the prompt will be counted (BOS included)."""
-    client = ControlClient(Target(base_url), timeout_s=30)
-    return lambda text: len(client.tokenize(text, add_special=True))
+def count_tokens(endpoint: Endpoint) -> Callable[[str], int] | None:
+    """The side's own tokenizer, as the prompt will be counted (BOS included); None where the
+    engine offers no tokenizer endpoint."""
+    client = ControlClient(Target(endpoint.base_url), timeout_s=30)
+    if endpoint.llama:
+        return lambda text: len(client.tokenize(text, add_special=True))
+    try:  # vLLM: POST /tokenize {"model", "prompt"} -> {"count", "tokens"}
+        client.send(_vllm_tokenize(endpoint, {"prompt": "a"}))
+    except ControlError:
+        return None
+    return lambda text: _vllm_count(client, endpoint, {"prompt": text})
 
 
-def generate(
-    base_url: str, prompt: str, *, n_predict: int, n_probs: int, timeout_s: float = 600.0
-) -> Generation:
-    """One greedy streamed completion: its tokens, top-k log-probabilities and TTFT."""
-    body = {
-        "prompt": prompt,
-        "n_predict": n_predict,
-        "temperature": 0.0,
-        "seed": SEED,
-        "n_probs": n_probs,
-        "cache_prompt": False,
-        "return_tokens": True,  # token ids even where an engine gives no probabilities
-        "stream": True,
-    }
-    req = urllib.request.Request(
-        base_url + "/completion",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    tokens: list[int] = []
-    topk: list[Mapping[int, float]] = []
-    text: list[str] = []
-    saw_probs = True
-    first_ns: int | None = None
-    sent_ns = time.perf_counter_ns()
+def count_chat(endpoint: Endpoint) -> Callable[[Mapping[str, Any]], int] | None:
+    """Prompt tokens of a chat body as the side's template renders it; None where it cannot."""
+    client = ControlClient(Target(endpoint.base_url), timeout_s=30)
+    if endpoint.llama:
+
+        def llama(payload: Mapping[str, Any]) -> int:
+            prompt = client.apply_template(payload["messages"])
+            if prompt is None:
+                raise ControlError(f"{endpoint.base_url}/apply-template gave no prompt")
+            return len(client.tokenize(prompt, add_special=True))
+
+        return llama
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            for raw in resp:
-                line = raw.decode().strip()
-                if not line.startswith("data:"):
-                    continue
-                event = json.loads(line[5:])
-                probs = event.get("completion_probabilities")
-                if first_ns is None and (event.get("content") or probs):
-                    first_ns = time.perf_counter_ns()
-                text.append(str(event.get("content") or ""))
-                if isinstance(probs, list) and probs:
-                    for entry in probs:
-                        tokens.append(int(entry["id"]))
-                        topk.append(
-                            {
-                                int(c["id"]): float(c["logprob"])
-                                for c in entry.get("top_logprobs", [])
-                            }
-                        )
-                elif event.get("content"):
-                    saw_probs = False
-                    tokens.extend(int(t) for t in event.get("tokens") or [])
-                if event.get("stop"):
-                    break
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")[:300]
-        raise TtftError(f"{base_url}/completion answered HTTP {exc.code}: {detail}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        raise TtftError(f"cannot reach {base_url}/completion: {exc}") from None
-    done_ns = time.perf_counter_ns()
-    ttft_ns = (first_ns or done_ns) - sent_ns
-    probs_ok = saw_probs and len(topk) == len(tokens) and all(topk)
-    return Generation(
-        tuple(tokens), "".join(text), tuple(topk) if probs_ok else None, ttft_ns / 1e6
-    )
+        client.send(_vllm_tokenize(endpoint, {"messages": [{"role": "user", "content": "a"}]}))
+    except ControlError:
+        return None
+    return lambda payload: _vllm_count(client, endpoint, {"messages": payload["messages"]})
+
+
+def _vllm_tokenize(endpoint: Endpoint, what: dict[str, Any]) -> Call:
+    body = {**what, **({"model": endpoint.model} if endpoint.model else {})}
+    return Call("POST", "/tokenize", body)
+
+
+def _vllm_count(client: ControlClient, endpoint: Endpoint, what: dict[str, Any]) -> int:
+    answer = client.send(_vllm_tokenize(endpoint, what))
+    count = answer.get("count")
+    if isinstance(count, int):
+        return count
+    tokens = answer.get("tokens")
+    if isinstance(tokens, list):
+        return len(tokens)
+    raise ControlError(f"{endpoint.base_url}/tokenize answered neither 'count' nor 'tokens'")
 
 
 def collect(
@@ -126,14 +131,62 @@ def collect(
     *,
     n_predict: int,
     n_probs: int,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> list[Generation]:
     """The side's answers to every probe, in order; one short warm-up request first so the
     first probe's TTFT is not the engine's first-request cost."""
-    generate(endpoint.base_url, "Warm up.", n_predict=1, n_probs=0)
+    _complete(endpoint, "Warm up.", 1, 0)
     out: list[Generation] = []
     for done, probe in enumerate(probes, start=1):
-        out.append(generate(endpoint.base_url, probe.prompt, n_predict=n_predict, n_probs=n_probs))
+        out.append(_complete(endpoint, probe.prompt, n_predict, n_probs))
         if progress is not None:
             progress(done, len(probes))
+    return out
+
+
+def _complete(endpoint: Endpoint, prompt: str, n_predict: int, n_probs: int) -> Generation:
+    if endpoint.llama:
+        return native_generate(endpoint.base_url, prompt, n_predict=n_predict, n_probs=n_probs)
+    return openai_generate(
+        endpoint.base_url,
+        "completions",
+        {"prompt": prompt},
+        n_predict=n_predict,
+        n_probs=n_probs,
+        model=endpoint.model,
+        llama=False,
+    )
+
+
+def collect_logged(
+    endpoint: Endpoint,
+    prompts: Sequence[LoggedPrompt],
+    *,
+    n_predict: int,
+    n_probs: int,
+    progress: Progress | None = None,
+) -> list[Generation | None]:
+    """The side's answers to the user's own chat prompts, through its chat endpoint (the
+    template the user's traffic gets); None for a prompt the engine refused (HTTP 4xx: over
+    its window, or a body it does not take)."""
+    out: list[Generation | None] = []
+    for done, prompt in enumerate(prompts, start=1):
+        try:
+            out.append(
+                openai_generate(
+                    endpoint.base_url,
+                    "chat",
+                    prompt.payload,
+                    n_predict=n_predict,
+                    n_probs=n_probs,
+                    model=endpoint.model,
+                    llama=endpoint.llama,
+                )
+            )
+        except EngineRefused as exc:
+            if not 400 <= exc.status < 500:
+                raise
+            out.append(None)
+        if progress is not None:
+            progress(done, len(prompts))
     return out

@@ -11,19 +11,22 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ttft.core.stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, percentile
 
 Verdict = Literal["pass", "degraded", "fail"]
+# A token is named by its id where the engine gives ids (llama-server), else by its text (the
+# OpenAI logprobs of vLLM and SGLang carry only the text); one comparison uses one kind.
+K = TypeVar("K", int, str)
 
 # A probability for "the rest of the vocabulary" never reaches zero in a real softmax; flooring
 # keeps KL finite when one side's top-k holds all the mass it reports.
 _FLOOR = 1e-9
 
 
-def topk_kl(p: Mapping[int, float], q: Mapping[int, float]) -> float:
-    """KL(P || Q) in nats between two top-k distributions given as token id -> log-probability.
+def topk_kl(p: Mapping[K, float], q: Mapping[K, float]) -> float:
+    """KL(P || Q) in nats between two top-k distributions given as token -> log-probability.
 
     Each side knows only its top k. A token missing from one side gets that side's unreported
     mass, capped at its smallest reported probability (it ranked below all of them); what is
@@ -34,14 +37,14 @@ def topk_kl(p: Mapping[int, float], q: Mapping[int, float]) -> float:
     return max(0.0, sum(pv * math.log(pv / qq[t]) for t, pv in pp.items() if pv > 0.0))
 
 
-def _complete(side: Mapping[int, float], support: set[int]) -> dict[int | None, float]:
+def _complete(side: Mapping[K, float], support: set[K]) -> dict[K | None, float]:
     known = {t: math.exp(lp) for t, lp in side.items()}
     reported = sum(known.values())
     left = max(0.0, 1.0 - reported)
     missing = [t for t in support if t not in known]
     smallest = min(known.values()) if known else 1.0
     share = min(smallest, left / len(missing)) if missing else 0.0
-    out: dict[int | None, float] = {t: max(v, _FLOOR) for t, v in known.items()}
+    out: dict[K | None, float] = {t: max(v, _FLOOR) for t, v in known.items()}
     for t in missing:
         out[t] = max(share, _FLOOR)
     out[None] = max(left - share * len(missing), _FLOOR)  # the unreported rest of the vocabulary
@@ -49,18 +52,18 @@ def _complete(side: Mapping[int, float], support: set[int]) -> dict[int | None, 
     return {t: v / total for t, v in out.items()}
 
 
-def top1_agrees(p: Mapping[int, float], q: Mapping[int, float]) -> bool:
+def top1_agrees(p: Mapping[K, float], q: Mapping[K, float]) -> bool:
     """Both sides rank the same token first (ties broken by the lower id, as argmax would)."""
     if not p or not q:
         return False
     return _top1(p) == _top1(q)
 
 
-def _top1(side: Mapping[int, float]) -> int:
+def _top1(side: Mapping[K, float]) -> K:
     return min(side, key=lambda t: (-side[t], t))
 
 
-def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
+def first_divergence(a: Sequence[object], b: Sequence[object]) -> int | None:
     """Index of the first token where two greedy continuations differ; None if identical.
 
     One continuation stopping early (end of text) while the other goes on is a divergence at
@@ -72,7 +75,7 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def compared_positions(a: Sequence[int], b: Sequence[int]) -> int:
+def compared_positions(a: Sequence[object], b: Sequence[object]) -> int:
     """How many positions share their prefix on both sides (the divergent one included)."""
     cut = first_divergence(a, b)
     return min(len(a), len(b)) if cut is None else min(cut + 1, len(a), len(b))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ttft.core.stats import Interval, bootstrap_interval, percentile
 from ttft.verify.metrics import (
+    K,
     Thresholds,
     Verdict,
     compared_positions,
@@ -30,18 +31,20 @@ SCHEMA = "ttft.verify.quality/1"
 class Generation:
     """One side's greedy answer to one probe."""
 
-    tokens: tuple[int, ...]
+    tokens: tuple[int, ...]  # token ids; empty where the engine names none
     text: str
     topk: tuple[Mapping[int, float], ...] | None  # per position; None: no probabilities given
     ttft_ms: float  # client-side, request sent -> first token event
+    pieces: tuple[str, ...] = ()  # token texts, where the engine streams them
+    topk_pieces: tuple[Mapping[str, float], ...] | None = None  # the top k keyed by token text
 
 
 @dataclass(frozen=True)
 class LengthSummary:
     length: int
     samples: int
-    recall_baseline: float
-    recall_candidate: float
+    recall_baseline: float | None  # None: no planted number to recall (the user's own prompts)
+    recall_candidate: float | None
     identical_share: float
     first_divergence_mean: float  # positions; an identical continuation counts as N
     mean_kl: float | None
@@ -55,14 +58,22 @@ class LengthSummary:
     ttft_p50_candidate_ci: Interval
     verdict: Verdict
     reasons: list[str]
+    label: str = ""  # the row's name where it is not a context length ("your prompts")
+
+    @property
+    def name(self) -> str:
+        return self.label or str(self.length)
 
     @property
     def recall_drop(self) -> float:
+        if self.recall_baseline is None or self.recall_candidate is None:
+            return 0.0
         return max(0.0, self.recall_baseline - self.recall_candidate)
 
     def to_dict(self) -> dict[str, object]:
         return {
             "length": self.length,
+            "label": self.name,
             "samples": self.samples,
             "recall_baseline": self.recall_baseline,
             "recall_candidate": self.recall_candidate,
@@ -90,42 +101,52 @@ class QualityReport:
     thresholds: Thresholds
     lengths: list[LengthSummary]
     notes: list[str] = field(default_factory=list)
+    prompts: LengthSummary | None = None  # the user's own prompts from a request log
+    kv_mib_baseline: float | None = None  # KV cache size the engine reported; None: unknown
+    kv_mib_candidate: float | None = None
+
+    @property
+    def rows(self) -> list[LengthSummary]:
+        return [*self.lengths, *([self.prompts] if self.prompts else [])]
 
     @property
     def verdict(self) -> Verdict:
-        """The worst verdict over all lengths: what a CI gate or a tune trial acts on."""
+        """The worst verdict over all rows: what a CI gate or a tune trial acts on."""
         order: dict[Verdict, int] = {"pass": 0, "degraded": 1, "fail": 2}
         worst: Verdict = "pass"
-        for s in self.lengths:
+        for s in self.rows:
             if order[s.verdict] > order[worst]:
                 worst = s.verdict
         return worst
 
+    def memory(self) -> str:
+        """The memory side of the trade, from the KV sizes the engines reported."""
+        b, c = self.kv_mib_baseline, self.kv_mib_candidate
+        if b is None or c is None or b <= 0:
+            return "KV memory unknown"
+        change = (b - c) / b
+        if abs(change) < 0.005:
+            return f"same KV memory ({c:.1f} MiB)"
+        more = "less" if change > 0 else "more"
+        return f"{abs(change):.0%} {more} KV memory ({b:.1f} -> {c:.1f} MiB)"
+
     def trade(self) -> str:
-        """One line: the speed gained and how far the quality holds."""
-        if not self.lengths:
+        """One line: the speed and memory gained and how far the quality holds."""
+        if not self.rows:
             return f"{self.candidate}: nothing measured"
-        last = self.lengths[-1]
+        last = self.lengths[-1] if self.lengths else self.rows[-1]
         gain = last.ttft_p50_baseline_ms - last.ttft_p50_candidate_ms
-        speed = (
-            f"{abs(gain):.0f} ms {'faster' if gain >= 0 else 'slower'} TTFT p50 at {last.length}"
-        )
+        where = f"at {last.length}" if self.lengths else "on your prompts"
+        speed = f"{abs(gain):.0f} ms {'faster' if gain >= 0 else 'slower'} TTFT p50 {where}"
         if last.samples > 1 and last.ttft_p50_baseline_ci.overlaps(last.ttft_p50_candidate_ci):
             # a difference inside both sides' spread is not a speed gain worth a quality risk
-            speed = f"no TTFT difference beyond noise at {last.length} ({-gain:+.0f} ms p50)"
-        passed = 0
-        for s in self.lengths:
-            if s.verdict != "pass":
-                break
-            passed = s.length
-        first_bad = next((s for s in self.lengths if s.verdict != "pass"), None)
-        if first_bad is None:
-            quality = f"quality pass to {_k(passed)}"
-        elif passed:
-            quality = f"quality pass to {_k(passed)}, {first_bad.verdict} at {_k(first_bad.length)}"
-        else:
-            quality = f"quality {first_bad.verdict} at {_k(first_bad.length)}"
-        return f"{self.candidate}: {speed}, {quality}"
+            speed = f"no TTFT difference beyond noise {where} ({-gain:+.0f} ms p50)"
+        parts = [speed, self.memory()]
+        if self.lengths:
+            parts.append(_quality_reach(self.lengths))
+        if self.prompts is not None:
+            parts.append(f"your prompts {self.prompts.verdict} ({self.prompts.samples} checked)")
+        return f"{self.candidate}: " + ", ".join(parts)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -136,13 +157,32 @@ class QualityReport:
             "thresholds": self.thresholds.to_dict(),
             "verdict": self.verdict,
             "trade": self.trade(),
+            "kv_mib": {"baseline": self.kv_mib_baseline, "candidate": self.kv_mib_candidate},
             "lengths": [s.to_dict() for s in self.lengths],
+            "your_prompts": self.prompts.to_dict() if self.prompts else None,
             "notes": self.notes,
         }
 
 
+def _quality_reach(lengths: Sequence[LengthSummary]) -> str:
+    passed = 0
+    for s in lengths:
+        if s.verdict != "pass":
+            break
+        passed = s.length
+    first_bad = next((s for s in lengths if s.verdict != "pass"), None)
+    if first_bad is None:
+        return f"quality pass to {_k(passed)}"
+    if passed:
+        return f"quality pass to {_k(passed)}, {first_bad.verdict} at {_k(first_bad.length)}"
+    return f"quality {first_bad.verdict} at {_k(first_bad.length)}"
+
+
 def _k(length: int) -> str:
     return f"{length // 1024}K" if length % 1024 == 0 else str(length)
+
+
+Pair = tuple[Generation, Generation]  # (baseline, candidate) answers to one prompt
 
 
 def compare_sides(
@@ -154,13 +194,15 @@ def compare_sides(
     candidate_label: str,
     n_tokens: int,
     thresholds: Thresholds | None = None,
+    logged: Sequence[Pair] = (),
 ) -> QualityReport:
-    """Summaries per context length of the candidate's answers against the baseline's."""
+    """Summaries per context length of the candidate's answers against the baseline's, and
+    one more over ``logged`` (the user's own prompts, which plant no number to recall)."""
     if not len(probes) == len(baseline) == len(candidate):
         raise ValueError("one generation per probe and side")
     t = thresholds or Thresholds()
-    lengths = sorted({p.length for p in probes})
-    with_probs = all(g.topk is not None for g in (*baseline, *candidate))
+    pairs = [*zip(baseline, candidate, strict=True), *logged]
+    with_probs = all(_positions(b, c) is not None for b, c in pairs)
     notes: list[str] = []
     if not with_probs:
         notes.append(
@@ -168,33 +210,64 @@ def compare_sides(
             "the verdict rests on greedy agreement and recall"
         )
     summaries = []
-    for length in lengths:
-        rows = [
-            (p, b, c)
+    Row = tuple[str | None, Generation, Generation]
+    for length in sorted({p.length for p in probes}):
+        rows: list[Row] = [
+            (p.expected, b, c)
             for p, b, c in zip(probes, baseline, candidate, strict=True)
             if p.length == length
         ]
         summaries.append(_summarize(length, rows, t, with_probs, n_tokens))
-    return QualityReport(baseline_label, candidate_label, n_tokens, t, summaries, notes)
+    mine = None
+    if logged:
+        mine = _summarize(
+            0, [(None, b, c) for b, c in logged], t, with_probs, n_tokens, label="your prompts"
+        )
+    return QualityReport(
+        baseline_label, candidate_label, n_tokens, t, summaries, notes, prompts=mine
+    )
 
 
-def _ids(g: Generation) -> tuple[int, ...]:
-    # An engine that gives neither probabilities nor token ids is compared by characters, so
-    # two different answers can never pass as two empty token lists.
-    return g.tokens if g.tokens or not g.text else tuple(ord(ch) for ch in g.text)
+def _sequences(b: Generation, c: Generation) -> tuple[Sequence[object], Sequence[object]]:
+    """Both answers in one kind of token: ids, else texts, else characters. An engine that
+    gives neither ids nor probabilities is compared by characters, so two different answers
+    can never pass as two empty token lists."""
+    if b.tokens and c.tokens:
+        return b.tokens, c.tokens
+    if b.pieces and c.pieces:
+        return b.pieces, c.pieces
+    return tuple(b.text), tuple(c.text)
+
+
+def _positions(b: Generation, c: Generation) -> list[tuple[float, bool]] | None:
+    """Per compared position, (KL, top-1 agrees); None where the two share no top-k kind."""
+    if b.tokens and c.tokens and b.topk is not None and c.topk is not None:
+        return _per_position(b.tokens, c.tokens, b.topk, c.topk)
+    if b.pieces and c.pieces and b.topk_pieces is not None and c.topk_pieces is not None:
+        return _per_position(b.pieces, c.pieces, b.topk_pieces, c.topk_pieces)
+    return None
+
+
+def _per_position(
+    a: Sequence[K], b: Sequence[K], pa: Sequence[Mapping[K, float]], pb: Sequence[Mapping[K, float]]
+) -> list[tuple[float, bool]]:
+    k = min(compared_positions(a, b), len(pa), len(pb))
+    return [(topk_kl(pa[i], pb[i]), top1_agrees(pa[i], pb[i])) for i in range(k)]
 
 
 def _summarize(
     length: int,
-    rows: Sequence[tuple[Probe, Generation, Generation]],
+    rows: Sequence[tuple[str | None, Generation, Generation]],
     t: Thresholds,
     with_probs: bool,
     n_tokens: int,
+    label: str = "",
 ) -> LengthSummary:
     n = len(rows)
-    recall_b = sum(recall_hit(p.expected, b.text) for p, b, _ in rows) / n
-    recall_c = sum(recall_hit(p.expected, c.text) for p, _, c in rows) / n
-    cuts = [first_divergence(_ids(b), _ids(c)) for _, b, c in rows]
+    planted = [(e, b, c) for e, b, c in rows if e is not None]
+    recall_b = sum(recall_hit(e, b.text) for e, b, _ in planted) / len(planted) if planted else None
+    recall_c = sum(recall_hit(e, c.text) for e, _, c in planted) / len(planted) if planted else None
+    cuts = [first_divergence(*_sequences(b, c)) for _, b, c in rows]
     identical = sum(cut is None for cut in cuts) / n
     divergence = mean([float(n_tokens if cut is None else cut) for cut in cuts])
     kls: list[float] = []
@@ -202,22 +275,17 @@ def _summarize(
     max_kl: float | None = None
     if with_probs:
         for _, b, c in rows:
-            assert b.topk is not None and c.topk is not None
-            k = min(compared_positions(b.tokens, c.tokens), len(b.topk), len(c.topk))
-            if k == 0:
+            per = _positions(b, c) or []
+            if not per:
                 continue
-            per = [topk_kl(b.topk[i], c.topk[i]) for i in range(k)]
-            kls.append(mean(per))
-            top1s.append(sum(top1_agrees(b.topk[i], c.topk[i]) for i in range(k)) / k)
-            max_kl = max([*per, max_kl or 0.0])
+            kls.append(mean([kl for kl, _ in per]))
+            top1s.append(sum(agree for _, agree in per) / len(per))
+            max_kl = max([*(kl for kl, _ in per), max_kl or 0.0])
     mean_kl = mean(kls) if kls else None
     top1 = mean(top1s) if top1s else None
+    drop = max(0.0, recall_b - recall_c) if recall_b is not None and recall_c is not None else 0.0
     verdict, reasons = verdict_for(
-        t,
-        identical_share=identical,
-        recall_drop=max(0.0, recall_b - recall_c),
-        mean_kl=mean_kl,
-        top1=top1,
+        t, identical_share=identical, recall_drop=drop, mean_kl=mean_kl, top1=top1
     )
     base_ttft = sorted(b.ttft_ms for _, b, _ in rows)
     cand_ttft = sorted(c.ttft_ms for _, _, c in rows)
@@ -239,4 +307,5 @@ def _summarize(
         ttft_p50_candidate_ci=bootstrap_interval(cand_ttft, 50),
         verdict=verdict,
         reasons=reasons,
+        label=label,
     )

@@ -14,6 +14,7 @@ its own, so the two differ only in the lever under test.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ttft.core.errors import TtftError
 
@@ -38,7 +39,7 @@ class SideSpec:
 
     spec: str
     url: str | None = None
-    overrides: dict[str, str | int] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     @property
     def embedded(self) -> bool:

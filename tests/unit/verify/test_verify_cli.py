@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -33,3 +35,23 @@ def test_a_bad_side_names_the_syntax() -> None:
     result = CliRunner().invoke(cli, ["verify", "quality", "--candidate", "vllm://x"])
     assert isinstance(result.exception, TtftError)
     assert "embedded[:-ctk=q8_0" in str(result.exception)
+
+
+def test_a_bad_request_log_is_refused_before_any_engine_starts(tmp_path: Path) -> None:
+    missing = tmp_path / "none.jsonl"
+    args = ["verify", "quality", "--candidate", "embedded:-ctk=q8_0,-ctv=q8_0"]
+    result = CliRunner().invoke(cli, [*args, "--requests-log", str(missing)])
+    assert isinstance(result.exception, TtftError)
+    assert "request log not found" in str(result.exception)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"messages": [{"role": "user", "content": "hi"}]}\nnot json\n')
+    result = CliRunner().invoke(cli, [*args, "--requests-log", str(bad)])
+    assert isinstance(result.exception, TtftError)
+    assert "bad.jsonl:2" in str(result.exception)
+
+
+def test_the_quality_gate_refuses_a_service_ttft_does_not_start() -> None:
+    args = ["tune", "sweep", "--param", "-ctk=f16,q8_0", "--url", "http://127.0.0.1:9"]
+    result = CliRunner().invoke(cli, [*args, "--restart", "true", "--quality-gate"])
+    assert isinstance(result.exception, TtftError)
+    assert "--quality-gate starts each configuration itself" in str(result.exception)

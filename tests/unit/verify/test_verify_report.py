@@ -45,7 +45,9 @@ def test_identical_sides_pass_at_the_noise_floor() -> None:
     assert [s.verdict for s in report.lengths] == ["pass", "pass"]
     assert all(s.mean_kl == pytest.approx(0.0, abs=1e-9) for s in report.lengths)
     assert all(s.top1 == 1.0 and s.identical_share == 1.0 for s in report.lengths)
-    assert report.trade() == "q8_0 KV: 50 ms faster TTFT p50 at 1024, quality pass to 1K"
+    assert report.trade() == (
+        "q8_0 KV: 50 ms faster TTFT p50 at 1024, KV memory unknown, quality pass to 1K"
+    )
 
 
 def test_divergence_at_the_longer_length_fails_it_and_the_trade_says_so() -> None:
