@@ -181,7 +181,8 @@ def execute(options: BenchOptions) -> None:
     )
     with _target(options, spec, console) as (target, fresh):
         check_fits(spec, ControlClient(target).context_limit())
-        uses_files = options.prompt_file is not None or options.sharegpt is not None
+        uses_files = any(f is not None for f in (options.prompt_file, options.sharegpt))
+        uses_files = uses_files or options.conversations is not None
         tokenizer = None if uses_files else make_tokenizer(options.tokenizer_path, target)
         result = _run_with_progress(
             target, spec, tokenizer, records_path, fresh, slos, options, console
