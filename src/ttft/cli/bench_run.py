@@ -25,6 +25,7 @@ from ttft.cli.bench_workloads import (
     check_fits,
     longest_prompt,
     requests_text,
+    workload_shape,
 )
 from ttft.cli.options import BenchOptions
 from ttft.core.errors import TtftError
@@ -175,6 +176,7 @@ def execute(options: BenchOptions) -> None:
         if spec.prompt_file or spec.sharegpt_file
         else "/".join(str(b) for b in spec.buckets) + " tokens"
     )
+    shape = workload_shape(spec) or shape
     console.print(
         f"[bold]ttft bench[/bold] ({profile} defaults): {shape} x {levels}, "
         f"{requests_text(spec)}; records -> {records_path}"

@@ -158,6 +158,8 @@ def _session_cells(
         seed = repeat_seed(spec.seed, repeat)
         if sessions.conversations_file is not None:
             conversations = read_conversations(sessions.conversations_file, sessions.sessions)
+            if progress is not None:
+                progress(repeat + 1, spec.repeat)
         else:
             if tokenizer is None:
                 raise TtftError(
