@@ -26,6 +26,7 @@ from ttft.cli.bench_workloads import (
     check_fits,
     longest_prompt,
     requests_text,
+    workload_shape,
 )
 from ttft.cli.options import BenchOptions
 from ttft.cli.trace_options import describe as describe_trace
@@ -191,13 +192,15 @@ def execute(options: BenchOptions) -> None:
         if spec.prompt_file or spec.sharegpt_file
         else "/".join(str(b) for b in spec.buckets) + " tokens"
     )
+    shape = workload_shape(spec) or shape
     sizes = f" x {levels}, {requests_text(spec)}" if spec.trace is None else ""
     console.print(
         f"[bold]ttft bench[/bold] ({profile} defaults): {shape}{sizes}; records -> {records_path}"
     )
     with _target(options, spec, console) as (target, fresh):
         check_fits(spec, ControlClient(target).context_limit())
-        uses_files = options.prompt_file is not None or options.sharegpt is not None
+        uses_files = any(f is not None for f in (options.prompt_file, options.sharegpt))
+        uses_files = uses_files or options.conversations is not None
         if spec.trace is not None:
             uses_files = not needs_tokenizer(load_trace(spec.trace))
         tokenizer = None if uses_files else make_tokenizer(options.tokenizer_path, target)

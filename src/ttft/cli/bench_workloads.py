@@ -14,7 +14,12 @@ from ttft.cli.options import BenchOptions
 from ttft.core.errors import TtftError
 from ttft.load.plan import check_fits_context
 from ttft.workload.arrival import ClosedLoop
-from ttft.workload.conversations import SessionsSpec, parse_think_time, parse_turn_tokens
+from ttft.workload.conversations import (
+    SessionsSpec,
+    parse_think_time,
+    parse_turn_tokens,
+    read_conversations,
+)
 from ttft.workload.ramp import parse_duration, parse_ramp
 from ttft.workload.spec import WorkloadSpec
 
@@ -111,8 +116,11 @@ def _sessions(options: BenchOptions) -> SessionsSpec | None:
             "drop --duration, --ramp, --rate and --concurrency; set --sessions and --turns",
         )
     first, later = parse_turn_tokens(options.turn_tokens)
+    count = options.sessions
+    if options.conversations is not None:  # read now: a bad file fails before any request
+        count = len(read_conversations(options.conversations, options.sessions))
     return SessionsSpec(
-        sessions=options.sessions,
+        sessions=count,
         turns=options.turns,
         think_s=parse_think_time(options.think_time),
         first_tokens=first,
@@ -184,11 +192,21 @@ def longest_prompt(spec: WorkloadSpec) -> int:
     return max(spec.buckets) if spec.shared_prefix is None else sum(spec.shared_prefix)
 
 
+def workload_shape(spec: WorkloadSpec) -> str | None:
+    """What a multi-turn run sends, for the header line (None: not a multi-turn run)."""
+    sessions = spec.sessions
+    if sessions is None:
+        return None
+    if sessions.conversations_file is not None:
+        return "conversations from a file"
+    return f"turns of {sessions.first_tokens} then {sessions.next_tokens} tokens"
+
+
 def requests_text(spec: WorkloadSpec) -> str:
     """How much each cell sends, for the run's header line."""
     sessions = spec.sessions
     if sessions is not None and sessions.conversations_file is not None:
-        return f"conversations from {sessions.conversations_file}"
+        return f"{sessions.sessions} sessions from {sessions.conversations_file}"
     if sessions is not None:
         return f"{sessions.sessions} sessions x {sessions.turns} turns"
     if spec.duration_s is not None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ttft.core.errors import TtftError
 from ttft.core.saturation import Saturation, assess_records
 from ttft.core.summary import BenchSummary
 from ttft.load.multiturn import SessionLoop
@@ -157,9 +158,14 @@ def _session_cells(
         seed = repeat_seed(spec.seed, repeat)
         if sessions.conversations_file is not None:
             conversations = read_conversations(sessions.conversations_file, sessions.sessions)
+            if progress is not None:
+                progress(repeat + 1, spec.repeat)
         else:
             if tokenizer is None:
-                raise ValueError("synthesised conversations need a tokenizer")
+                raise TtftError(
+                    "synthesised conversations need a tokenizer (for exact turn lengths)",
+                    "pass --tokenizer, or --conversations FILE",
+                )
             count = sessions.sessions or 1
 
             def tick(done: int, _: int, base: int = repeat * count, total: int = count) -> None:

@@ -136,7 +136,7 @@ def run_session(
             }
         )
         lead: list[CellPlan] = []
-        if fresh_server and cells:
+        if fresh_server and cells and cold_items:
             lead.append(
                 CellPlan(lead_label or cells[0].cell, cold_items, ClosedLoop(1), phase="cold")
             )

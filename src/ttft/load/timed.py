@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ttft.core.records import RequestRecord
+from ttft.core.records import ErrorInfo, RequestRecord
 from ttft.core.saturation import MIN_POINTS, Saturation, assess, points_from_records
 from ttft.load.runner import CellPlan, Runner
 from ttft.workload.arrival import ClosedLoop, OpenLoop
@@ -46,6 +46,18 @@ class SaturationWatch:
         if verdict.saturated:
             self.verdict = verdict
         return verdict.saturated
+
+
+def _record_unstarted(
+    runner: Runner, records: list[RequestRecord], tasks: list[asyncio.Task[RequestRecord]]
+) -> None:
+    """A task cancelled before it ran (or while it waited for a --max-in-flight slot) never
+    reached ``Runner.one``, which records cancellations: record those here, so that every
+    scheduled request is on disk."""
+    for record, task in zip(records, tasks, strict=True):
+        if task.done() and task.cancelled() and record.error is None:
+            record.error = ErrorInfo("cancelled", "the cell stopped before this request was sent")
+            runner.on_record(record)
 
 
 @dataclass
@@ -134,6 +146,7 @@ class TimedLoop:
             await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             watcher.cancel()
+            _record_unstarted(runner, records, tasks)
         return records
 
     async def _watch(
