@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ttft.core.errors import TtftError
-from ttft.workload.trace import FORMATS, MOONCAKE_BLOCK_SIZE, TraceSpec
+from ttft.workload.trace import FORMATS, MOONCAKE_BLOCK_SIZE, TraceFormat, TraceSpec
 
 if TYPE_CHECKING:
     from ttft.cli.options import BenchOptions
@@ -95,12 +95,19 @@ def trace_spec(options: BenchOptions) -> TraceSpec | None:
         raise TtftError("--max-tokens must be at least 1")
     return TraceSpec(
         path=options.trace_path,
-        format=options.trace_format,  # type: ignore[arg-type]  # click.Choice(FORMATS)
+        format=_format(options.trace_format),
         speed=options.speed,
         block_size=options.block_size,
         limit=options.trace_limit,
         max_tokens=options.max_tokens if options.max_tokens_given else None,
     )
+
+
+def _format(text: str) -> TraceFormat:
+    for known in FORMATS:
+        if text == known:
+            return known
+    raise TtftError(f"unknown --trace-format {text!r}", f"choose one of {', '.join(FORMATS)}")
 
 
 def describe(spec: TraceSpec) -> str:
