@@ -128,8 +128,19 @@ class Runner:
         async def gated(item: WorkItem, record: RequestRecord) -> RequestRecord:
             if limit is None:
                 return await self._one(item, record)
-            async with limit:
+            try:
+                await limit.acquire()
+            except asyncio.CancelledError:
+                # Stopped while waiting for a --max-in-flight slot: never sent, still recorded.
+                record.error = ErrorInfo(
+                    "cancelled", "the run stopped before this request was sent"
+                )
+                self.on_record(record)
+                raise
+            try:
                 return await self._one(item, record)
+            finally:
+                limit.release()
 
         for item, offset in zip(plan.items, offsets, strict=True):
             due = start + offset

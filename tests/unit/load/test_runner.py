@@ -135,3 +135,30 @@ def test_a_target_url_that_is_not_http_is_a_clear_error() -> None:
     for url in ("notaurl", "ftp://host/x", "http://"):
         with pytest.raises(TtftError, match="is not an http"):
             Target(url)
+
+
+def test_requests_waiting_for_a_max_in_flight_slot_are_recorded_when_the_run_stops(
+    tmp_path: Path,
+) -> None:
+    """Open loop with a cap of 1: a stop mid-cell records the one that finished, the one in
+    flight and the ones still waiting for the slot (never sent), not just the first two."""
+    out = tmp_path / "run.jsonl"
+    anchor = RunAnchor.now()
+
+    async def main() -> None:
+        with JsonlSink(out) as sink:
+            runner = Runner(SleepSender(anchor, 0.2), anchor, sink.write_record)
+            plan = CellPlan("c", _items(6), OpenLoop(200.0, distribution="constant"))
+            plan.max_in_flight = 1
+            task = asyncio.create_task(runner.run_cell(plan))
+            await asyncio.sleep(0.3)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(main())
+    records = read_results(out).records
+    kinds = [r.error.kind if r.error else "ok" for r in records]
+    assert len(records) == 6
+    assert kinds.count("ok") == 1 and kinds.count("cancelled") == 5
+    assert sum(1 for r in records if r.sent_ns is None) == 4  # waited for the slot, never sent
