@@ -40,10 +40,7 @@ import contextlib
 import gc
 import os
 import random
-import socket
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,6 +50,7 @@ from typing import Any
 from ttft.client import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.engines.process import free_loopback_port
+from ttft.testing.gateway_process import gateway_child
 from ttft.testing.nginx import run_nginx
 from ttft.testing.oneshot_client import OneShot, send_oneshot
 from ttft.testing.scripted_server import ServerProcess
@@ -86,11 +84,7 @@ def gateway_process(upstream: str, loop: str = "auto") -> Iterator[str]:
     """``ttft gateway`` in a child process, as a user would run it (``loop``: "asyncio" keeps
     it off uvloop, which it uses when installed)."""
     port = free_loopback_port()
-    cmd = [
-        sys.executable,
-        "-c",
-        "from ttft.cli.main import main; main()",
-        "gateway",
+    args = [
         "--upstream",
         upstream,
         "--model",
@@ -103,31 +97,8 @@ def gateway_process(upstream: str, loop: str = "auto") -> Iterator[str]:
         "--queue-size",
         "4096",
     ]
-    env = {**os.environ, "TTFT_GATEWAY_LOOP": loop}
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                detail = proc.stderr.read() if proc.stderr else ""
-                raise RuntimeError(f"the gateway exited: {detail}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            time.sleep(0.05)
-        else:
-            raise RuntimeError("the gateway did not listen within 30 s")
+    with gateway_child(args, port, env={"TTFT_GATEWAY_LOOP": loop}):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 @dataclass

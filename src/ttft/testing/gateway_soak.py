@@ -21,20 +21,18 @@ not the slow readers' or the disconnected clients'.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import socket
-import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ttft.client import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.engines.process import free_loopback_port
+from ttft.testing.gateway_process import gateway_child
 from ttft.testing.scripted_server import ServerProcess
 from ttft.testing.sse_script import Script
 
@@ -105,30 +103,6 @@ prerender = false
 [limits]
 write_timeout_s = {write_timeout_s}
 """
-
-
-@contextlib.contextmanager
-def gateway_child(config: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
-    cmd = [sys.executable, "-m", "ttft", "gateway", "--config", str(config)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the gateway exited with {proc.returncode}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            time.sleep(0.05)
-        else:
-            raise RuntimeError("the gateway did not listen within 30 s")
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 def _raw_request(port: int, script: dict[str, object]) -> bytes:
@@ -261,7 +235,7 @@ def run_soak(
         port = free_loopback_port()
         config = workdir / "gateway.toml"
         config.write_text(gateway_config(upstream.base_url, port, write_timeout_s))
-        with gateway_child(config, port) as proc:
+        with gateway_child(["--config", str(config)], port) as proc:
             time.sleep(0.5)  # settle the import-time allocations before the first sample
             asyncio.run(
                 _drive(

@@ -109,32 +109,20 @@ def test_streams_pass_on_either_event_loop_and_closing_clients_keep_upstream_con
     moment its answer ends (one connection per request) must not cost the upstream connection:
     ten such requests in a row open one upstream connection, not ten."""
     import asyncio
-    import os
-    import socket
-    import time
 
     from ttft.engines.process import free_loopback_port
+    from ttft.testing.gateway_process import gateway_child
     from ttft.testing.oneshot_client import send_oneshot
     from ttft.testing.scripted_server import ServerProcess
     from ttft.testing.sse_script import Script
 
     assert loop == "asyncio" or importlib.util.find_spec("uvloop") is not None
     port = free_loopback_port()
-    with ServerProcess(Script(first_token_delay_ms=5, token_interval_ms=2, n_tokens=8)) as up:
-        proc = subprocess.Popen(
-            [*RUN, "--upstream", up.base_url, "--listen", f"127.0.0.1:{port}"],
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "TTFT_GATEWAY_LOOP": loop},
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                try:
-                    socket.create_connection(("127.0.0.1", port), 0.2).close()
-                    break
-                except OSError:
-                    time.sleep(0.05)
+    script = Script(first_token_delay_ms=5, token_interval_ms=2, n_tokens=8)
+    args = ["--upstream", "", "--listen", f"127.0.0.1:{port}"]
+    with ServerProcess(script) as up:
+        args[1] = up.base_url
+        with gateway_child(args, port, env={"TTFT_GATEWAY_LOOP": loop}) as gateway:
             up.snapshot(clear=True)
             url = f"http://127.0.0.1:{port}/v1/chat/completions"
             body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
@@ -146,10 +134,4 @@ def test_streams_pass_on_either_event_loop_and_closing_clients_keep_upstream_con
             snap = up.snapshot()
             assert len(snap.logs) == 10
             assert snap.connections_opened == 1, snap.connections_opened
-        finally:
-            proc.terminate()
-            proc.wait(20)
-            if proc.stderr is not None:
-                err = proc.stderr.read()
-                proc.stderr.close()
-                assert "Traceback" not in err, err
+        assert "Traceback" not in gateway.stderr_text(), gateway.stderr_text()
