@@ -16,6 +16,7 @@ from ttft.client.stream import StreamingClient
 from ttft.core.client_verdict import HealthSample
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
+from ttft.engines.prometheus import Scrape
 from ttft.load.health_probe import client_probe
 from ttft.load.runner import CellPlan, Runner
 from ttft.load.server_metrics import MetricsWatcher, track_gauge_peaks
@@ -70,6 +71,33 @@ class BenchResult:
     notes: list[str]
     engine_kind: str | None
     meta: dict[str, Any] = field(default_factory=dict)  # e.g. the workers and their clocks
+
+
+async def end_cell_metrics(
+    watcher: MetricsWatcher,
+    before: Scrape | None,
+    peaks: dict[str, float],
+    sink: JsonlSink,
+    plan: CellPlan,
+    duration_ns: int,
+) -> dict[str, Any] | None:
+    """A cell is over: the server's metric deltas since ``before`` (with the gauge peaks seen
+    during it) go to disk as the cell's ``metrics`` line, and are returned. Shared by the
+    in-process run and the worker fleet, so both write the same line."""
+    after = await asyncio.to_thread(watcher.snapshot)
+    server = watcher.deltas(before, after)
+    if server is not None:
+        server["peaks_during_cell"] = peaks
+    sink.write(
+        {
+            "type": "metrics",
+            "phase": plan.phase,
+            "cell": plan.cell,
+            "duration_ns": duration_ns,
+            "server": server,
+        }
+    )
+    return server
 
 
 async def run_cells(
@@ -139,18 +167,6 @@ async def run_cells(
                     sampler.cancel()
             duration = time.perf_counter_ns() - started
             health = await probe.stop()
-            after = await asyncio.to_thread(watcher.snapshot)
-            server = watcher.deltas(before, after)
-            if server is not None:
-                server["peaks_during_cell"] = peaks
-            sink.write(
-                {
-                    "type": "metrics",
-                    "phase": plan.phase,
-                    "cell": plan.cell,
-                    "duration_ns": duration,
-                    "server": server,
-                }
-            )
+            server = await end_cell_metrics(watcher, before, peaks, sink, plan, duration)
             results.append(CellResult(plan, records, duration, server, peaks, [health]))
     return BenchResult(anchor, results, watcher.notes, watcher.engine_kind)

@@ -22,7 +22,7 @@ from ttft.core.client_verdict import HealthSample
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
-from ttft.load.bench import BenchResult, CellResult
+from ttft.load.bench import BenchResult, CellResult, end_cell_metrics
 from ttft.load.clock_sync import ClockOffset
 from ttft.load.runner import CellPlan
 from ttft.load.server_metrics import MetricsWatcher, track_gauge_peaks
@@ -205,19 +205,7 @@ async def run_cells_fleet(
             if sampler is not None:
                 sampler.cancel()
         duration = max(0, now() - start)
-        after = await asyncio.to_thread(watcher.snapshot)
-        server = watcher.deltas(before, after)
-        if server is not None:
-            server["peaks_during_cell"] = peaks
-        sink.write(
-            {
-                "type": "metrics",
-                "phase": plan.phase,
-                "cell": plan.cell,
-                "duration_ns": duration,
-                "server": server,
-            }
-        )
+        server = await end_cell_metrics(watcher, before, peaks, sink, plan, duration)
         records = sorted(state.records, key=lambda r: r.index)
         results.append(CellResult(plan, records, duration, server, peaks, state.samples))
     meta = {
