@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 from collections.abc import Awaitable, Callable
 
 from ttft.gateway.errors import GatewayError
@@ -25,21 +24,6 @@ Handler = Callable[[Request, Response], Awaitable[None]]
 # Checks a request from its head alone; raises GatewayError to refuse it before its body.
 Precheck = Callable[[Request], None]
 _Connection = Connection  # the name tests patch
-
-
-def _defer_accept(sock: socket.socket) -> None:
-    """Linux: accept a connection only once its first bytes arrived (nginx's ``deferred``).
-
-    A new connection then costs event-loop turns less before its request is read (accept and
-    read come together: one connection per request went from +1.3 ms to +0.1 ms p50 over
-    direct in benchmarks/gateway_overhead.py), and a client that connects and sends nothing is
-    held by the kernel for the 1 s timeout, not by a protocol object here; then the kernel
-    hands it over and the first-request timeout applies.
-    """
-    option = getattr(socket, "TCP_DEFER_ACCEPT", None)
-    if option is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.IPPROTO_TCP, option, 1)
 
 
 class HttpServer:
@@ -168,11 +152,15 @@ class HttpServer:
             self.max_connections = clamped
         self._sweeper = loop.create_task(self._sweep())
         # A deep backlog: a burst of hundreds of clients must not meet SYN retransmits.
+        # No TCP_DEFER_ACCEPT (nginx's ``deferred``): it made a connection acceptable only with
+        # its first bytes, so in a burst every accept waited until the clients were writing and
+        # then ran in series with the reads (256 new requests at once: +153 ms added p99 with
+        # it, +35 ms without, in benchmarks/gateway_overhead.py; no difference at 32 streams).
+        # Accepting early takes that work off the request's path; a silent connection is held
+        # for first_request_timeout_s at most and counts against the per-client cap.
         self._server = await loop.create_server(
             lambda: Connection(self), host, port, backlog=4096, reuse_address=True
         )
-        for listening in self._server.sockets:
-            _defer_accept(listening)
         sock = self._server.sockets[0].getsockname()
         self.host, self.port = str(sock[0]), int(sock[1])
 
