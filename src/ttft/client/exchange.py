@@ -20,12 +20,18 @@ class Exchange:
     def __init__(self) -> None:
         self._parser: ResponseParser | None = None
         self._waiter: asyncio.Future[bool] | None = None
+        # A connection lives on one loop: looked up once (on Python 3.11 every
+        # asyncio.get_running_loop() costs a getpid system call).
+        self._futures_loop: asyncio.AbstractEventLoop | None = None
 
     def abort(self) -> None:
         raise NotImplementedError
 
     def _begin(self, parser: ResponseParser) -> asyncio.Future[bool]:
-        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        loop = self._futures_loop
+        if loop is None:
+            loop = self._futures_loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
         self._parser = parser
         self._waiter = waiter
         return waiter

@@ -251,7 +251,10 @@ class Connection(asyncio.Protocol):
         self._disarm()
         response = Response(self, keep_alive)
         self._response = response
-        self._task = asyncio.get_running_loop().create_task(self._run(request, response, error))
+        # The server's loop, not asyncio.get_running_loop(): on Python 3.11 that asks the kernel
+        # for the pid on every call, several times per request on the hot path.
+        loop = self.server.loop or asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(request, response, error))
         if len(self._buf) > self.server.max_header_bytes + _PIPELINE_SLACK:
             self._pause_reading()
 

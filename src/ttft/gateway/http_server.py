@@ -112,6 +112,11 @@ class HttpServer:
     def _release(self, length: int) -> None:
         self.bodies_in_flight -= length
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop it serves on, once started."""
+        return self._loop
+
     def now(self) -> float:
         return self._loop.time() if self._loop is not None else 0.0
 

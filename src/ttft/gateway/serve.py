@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import signal
 import threading
@@ -24,6 +25,11 @@ async def serve(config: GatewayConfig, on_ready: Callable[[Gateway], None] | Non
     ``limits.drain_timeout_s``) before closing, so a rolling restart cuts no stream."""
     gateway = Gateway(config)
     await gateway.start()
+    # What start-up built (modules, configuration, templates) lives as long as the process:
+    # frozen out of the collector's sight, the collections that requests trigger no longer walk
+    # it (they were ~4% of the gateway's CPU under load).
+    gc.collect()
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
