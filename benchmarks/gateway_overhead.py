@@ -45,14 +45,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from urllib.parse import urlsplit
 
-from ttft.client import StreamingClient
-from ttft.core.records import RequestRecord, RunAnchor
+from gateway_load import Shape, Stamps, burst, keepalive_loop, oneshot_loop, shape_for
 from ttft.engines.process import free_loopback_port
 from ttft.testing.gateway_process import gateway_child
 from ttft.testing.nginx import run_nginx
-from ttft.testing.oneshot_client import OneShot, send_oneshot
+from ttft.testing.proc_cpu import cpu_ns, listener_pids
 from ttft.testing.scripted_server import ServerProcess
 from ttft.testing.sse_script import Script
 
@@ -106,124 +105,8 @@ class Sample:
     ttft_ms: list[float]
     transport_ms: list[float]
     failed: int
-
-
-@dataclass(frozen=True)
-class Shape:
-    """The scripted answer: the first token after ``first_ms``, then ``tokens`` - 1 more."""
-
-    first_ms: float
-    tokens: int
-    interval_ms: float
-
-    def script(self) -> dict[str, Any]:
-        return {
-            "first_token_delay_ms": self.first_ms,
-            "n_tokens": self.tokens,
-            "token_interval_ms": self.interval_ms,
-        }
-
-    @property
-    def duration_s(self) -> float:
-        return (self.first_ms + (self.tokens - 1) * self.interval_ms) / 1000
-
-
-def shape_for(streams: int, token_ms: float | None, tokens: int) -> Shape:
-    """With ``token_ms``: that per-event rate at every level. Without: 16 tokens after 20 ms,
-    each stream lasting max(40 ms, streams / 300 s), so background token traffic stays near
-    300 requests/s at every level."""
-    if token_ms is not None:
-        return Shape(20.0, tokens, token_ms)
-    duration_ms = max(40.0, streams / 300 * 1000)
-    return Shape(20.0, 16, (duration_ms - 20.0) / 15)
-
-
-_tag = 0
-
-
-def next_body(shape: Shape) -> dict[str, Any]:
-    global _tag
-    _tag += 1
-    return {
-        "model": "bench",
-        "messages": [{"role": "user", "content": "hi"}],
-        "max_tokens": shape.tokens,
-        "stream": True,
-        "ttft_tag": _tag,
-        "ttft_script": shape.script(),
-    }
-
-
-# Per kept request: (tag, scheduled, sent, first token), absolute perf_counter_ns, or None
-# stamps for a failure.
-Stamps = tuple[int, int, int | None, int | None]
-
-
-async def keepalive_loop(url: str, streams: int, per_stream: int, shape: Shape) -> list[Stamps]:
-    """``streams`` workers on one keep-alive client, each sending ``per_stream`` + 1 requests
-    back to back.
-
-    Workers start spread over one stream's duration, as streams of a live service are, and each
-    worker's first request (which opens its connections everywhere) is not kept: what is
-    measured is the steady state, not the thundering herd of the first instant.
-    """
-    kept: list[Stamps] = []
-    anchor = RunAnchor.now()
-    base = anchor.monotonic_ns
-    async with StreamingClient(url, timeout_s=120) as client:
-
-        async def worker(i: int) -> None:
-            await asyncio.sleep(shape.duration_s * i / streams)
-            for j in range(per_stream + 1):
-                body = next_body(shape)
-                record = RequestRecord(index=body["ttft_tag"])
-                await client.send(body, record, anchor)
-                if not j:
-                    continue
-                ok = record.ok and record.sent_ns is not None and record.scheduled_ns is not None
-                kept.append(
-                    (
-                        body["ttft_tag"],
-                        base + (record.scheduled_ns or 0),
-                        base + record.sent_ns if ok and record.sent_ns is not None else None,
-                        base + record.first_content_ns
-                        if ok and record.first_content_ns is not None
-                        else None,
-                    )
-                )
-
-        await asyncio.gather(*(worker(i) for i in range(streams)))
-    return kept
-
-
-def _oneshot_stamps(result: OneShot) -> Stamps:
-    if not result.ok:
-        return (result.tag, result.started_ns, None, None)
-    return (result.tag, result.started_ns, result.started_ns, result.first_token_ns)
-
-
-async def oneshot_loop(url: str, streams: int, per_stream: int, shape: Shape) -> list[Stamps]:
-    """Like ``keepalive_loop``, but every request opens (and closes) its own connection, so the
-    proxy's accept and head parsing are inside each TTFT; all requests are kept."""
-    endpoint = url + "/v1/chat/completions"
-    kept: list[Stamps] = []
-
-    async def worker(i: int) -> None:
-        await asyncio.sleep(shape.duration_s * i / streams)
-        for _ in range(per_stream):
-            body = next_body(shape)
-            kept.append(_oneshot_stamps(await send_oneshot(endpoint, body, tag=body["ttft_tag"])))
-
-    await asyncio.gather(*(worker(i) for i in range(streams)))
-    return kept
-
-
-async def burst(url: str, count: int, shape: Shape) -> list[Stamps]:
-    """``count`` new requests at the same instant, each on a new connection."""
-    endpoint = url + "/v1/chat/completions"
-    bodies = [next_body(shape) for _ in range(count)]
-    results = await asyncio.gather(*(send_oneshot(endpoint, b, tag=b["ttft_tag"]) for b in bodies))
-    return [_oneshot_stamps(r) for r in results]
+    sent: int = 0  # requests sent, counted or not (keep-alive warm-ups cost CPU too)
+    cpu_ns: int | None = None  # the proxy's CPU time over the run (None: direct, or no /proc)
 
 
 def score(stamps: list[Stamps], upstream: ServerProcess) -> Sample:
@@ -248,11 +131,34 @@ def measure(
     per_stream = max(1, n // streams)
     if client == "burst":
         stamps = asyncio.run(burst(url, streams, shape))
+        sent = streams
     elif client == "oneshot":
         stamps = asyncio.run(oneshot_loop(url, streams, per_stream, shape))
+        sent = streams * per_stream
     else:
         stamps = asyncio.run(keepalive_loop(url, streams, per_stream, shape))
-    return score(stamps, upstream)
+        sent = streams * (per_stream + 1)
+    sample = score(stamps, upstream)
+    sample.sent = sent
+    return sample
+
+
+def measure_with_cpu(
+    url: str,
+    upstream: ServerProcess,
+    client: str,
+    streams: int,
+    n: int,
+    shape: Shape,
+    pids: list[int],
+) -> Sample:
+    """``measure``, with the CPU time the proxy's processes (``pids``) spent meanwhile."""
+    before = cpu_ns(pids) if pids else None
+    sample = measure(url, upstream, client, streams, n, shape)
+    after = cpu_ns(pids) if pids else None
+    if before is not None and after is not None:
+        sample.cpu_ns = after - before
+    return sample
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -263,7 +169,9 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def _stats(rows: list[Sample]) -> dict[str, float]:
+    cpu = [r.cpu_ns / r.sent / 1000 for r in rows if r.cpu_ns is not None and r.sent]
     return {
+        "cpu_us": statistics.median(cpu) if cpu else float("nan"),
         "ttft50": statistics.median(quantile(r.ttft_ms, 0.5) for r in rows),
         "ttft99": statistics.median(quantile(r.ttft_ms, 0.99) for r in rows),
         "t50": statistics.median(quantile(r.transport_ms, 0.5) for r in rows),
@@ -280,7 +188,8 @@ def report(
 ) -> dict[tuple[str, str, int], tuple[float, float]]:
     print(
         f"{'client':9} {'streams':>7} {'path':8} {'n':>5} {'TTFT p50':>9} {'TTFT p99':>9} "
-        f"{'trans p50':>10} {'trans p99':>10} {'added p50':>10} {'added p99':>10} {'fail':>5}"
+        f"{'trans p50':>10} {'trans p99':>10} {'added p50':>10} {'added p99':>10} {'fail':>5} "
+        f"{'CPU/req':>8}"
     )
     added: dict[tuple[str, str, int], tuple[float, float]] = {}
     for client, streams in cases:
@@ -293,10 +202,11 @@ def report(
                 a99 = s["t99"] - stats["direct"]["t99"]
                 added[(client, path, streams)] = (a50, a99)
             extra = "" if path == "direct" else f"{a50:>+10.3f} {a99:>+10.3f}"
+            cpu = "" if path == "direct" else f"{s['cpu_us']:.0f} us"
             print(
                 f"{client:9} {streams:>7} {path:8} {s['n']:>5.0f} {s['ttft50']:>9.2f} "
                 f"{s['ttft99']:>9.2f} {s['t50']:>10.3f} {s['t99']:>10.3f} {extra:>21} "
-                f"{s['fail']:>5.0f}"
+                f"{s['fail']:>5.0f} {cpu:>8}"
             )
     return added
 
@@ -345,6 +255,8 @@ def main() -> None:
             urls["gw-asyncio"] = stack.enter_context(gateway_process(upstream.base_url, "asyncio"))
         if "nginx" in paths:
             urls["nginx"] = stack.enter_context(run_nginx(NGINX, upstream.base_url))
+        # The proxies' processes (an nginx master and worker, a gateway), for their CPU time.
+        pids = {p: listener_pids(urlsplit(u).port or 0) for p, u in urls.items() if p != "direct"}
         rng = random.Random(7)
         for _ in range(args.reps):
             for client, streams in cases:
@@ -355,7 +267,9 @@ def main() -> None:
                 for path in order:
                     upstream.snapshot(clear=True)
                     samples.setdefault((client, path, streams), []).append(
-                        measure(urls[path], upstream, client, streams, n, shape)
+                        measure_with_cpu(
+                            urls[path], upstream, client, streams, n, shape, pids.get(path, [])
+                        )
                     )
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -370,7 +284,8 @@ def main() -> None:
     )
     print(
         "transport = (upstream received - client sent) + (client first token - upstream "
-        "wrote it); oneshot and burst count from before connect(); added = path - direct\n"
+        "wrote it); oneshot and burst count from before connect(); added = path - direct;\n"
+        "CPU/req = the proxy's CPU time per request sent (every thread of its processes)\n"
     )
     added = report(samples, cases, paths)
     print()
@@ -378,9 +293,16 @@ def main() -> None:
         if path != "gateway":
             continue
         n50, n99 = added.get((client, "nginx", streams), (float("nan"), float("nan")))
+        nan = float("nan")
+        cpu = {
+            p: _stats(samples[(client, p, streams)])["cpu_us"]
+            for p in ("gateway", "nginx")
+            if (client, p, streams) in samples
+        }
         print(
             f"{client:9} {streams:>4}: gateway added p50 {a50:+.3f} ms, p99 {a99:+.3f} ms; "
-            f"nginx p50 {n50:+.3f} ms, p99 {n99:+.3f} ms"
+            f"nginx p50 {n50:+.3f} ms, p99 {n99:+.3f} ms; CPU per request: gateway "
+            f"{cpu.get('gateway', nan):.0f} us, nginx {cpu.get('nginx', nan):.0f} us"
         )
     print()
     for (client, path, streams), (a50, a99) in sorted(added.items()):
