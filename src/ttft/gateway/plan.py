@@ -156,7 +156,7 @@ class Planner:
             prompt = check_prompt(body)
             if isinstance(prompt, str):
                 material, n_tokens, whole = prompt, round(len(prompt) / cpt), False
-            elif all(isinstance(x, int) for x in prompt):
+            elif isinstance(prompt[0], int):  # check_prompt: all ids or all strings
                 material, n_tokens, whole = prompt, len(prompt), False
             else:
                 material = str(prompt[0]) if prompt else ""

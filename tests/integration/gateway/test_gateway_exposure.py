@@ -94,8 +94,19 @@ def test_priority_is_limited_per_key(chat_body: Any) -> None:
         b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 10000000000000}',
         b'{"messages": [{"role": "user", "content": "x"}], "n": 1000000}',
         b'{"messages": [{"role": "user", "content": "x"}], "seed": 1180591620717411303424}',
+        b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 9999999, "max_tokens": 1}',
     ],
-    ids=["nesting", "surrogate", "huge-token-id", "nan", "infinity", "max-tokens", "n", "seed"],
+    ids=[
+        "nesting",
+        "surrogate",
+        "huge-token-id",
+        "nan",
+        "infinity",
+        "max-tokens",
+        "n",
+        "seed",
+        "duplicate-key",
+    ],
 )
 def test_bad_input_is_a_400_with_an_openai_error_body(raw: bytes) -> None:
     with scripted() as up, gateway_for([up.base_url]) as gw:
