@@ -26,7 +26,7 @@ from typing import Any
 
 from ttft.gateway.errors import GatewayError, bad_request
 
-_INT_FIELDS = ("max_tokens", "max_completion_tokens", "n", "seed", "top_k")
+_INT_FIELDS = ("max_tokens", "max_completion_tokens", "n", "best_of", "seed", "top_k")
 _NUMBER_FIELDS = ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty")
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 PRIORITY_MAX = 1_000_000
@@ -164,10 +164,16 @@ def check_common(
             raise bad_request(f"'{name}' must be an integer, not {_kind(value)}", name)
         if not isinstance(value, int):
             continue
-        if name in ("max_tokens", "max_completion_tokens", "n") and value < 0:
+        if name in ("max_tokens", "max_completion_tokens", "n", "best_of") and value < 0:
             raise bad_request(f"'{name}' must not be negative", name)
         low, high = _SEED_RANGE if name == "seed" else (-_INT32, _INT32)
-        cap = {"max_tokens": max_tokens, "max_completion_tokens": max_tokens, "n": max_n}.get(name)
+        # best_of is n by another name (vLLM's completions generate that many sequences).
+        cap = {
+            "max_tokens": max_tokens,
+            "max_completion_tokens": max_tokens,
+            "n": max_n,
+            "best_of": max_n,
+        }.get(name)
         if cap is not None and value > cap:
             raise bad_request(f"'{name}' is {value}; this gateway allows at most {cap}", name)
         if not low <= value < high:

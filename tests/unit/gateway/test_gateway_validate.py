@@ -88,6 +88,8 @@ def test_huge_integers_are_400() -> None:
     refused(check_common, {"top_k": 2**40})
     refused(check_common, {"max_tokens": 10**7}, 0, 10**6, 16)
     refused(check_common, {"n": 17}, 0, 10**6, 16)
+    refused(check_common, {"best_of": 1_000_000}, 0, 10**6, 16)  # n by another name
+    refused(check_common, {"best_of": "3"})
     assert check_common({"max_tokens": 10**6, "n": 16}, 0, 10**6, 16) == (False, 0)
 
 
