@@ -81,3 +81,62 @@ def read_response(sock: Any, timeout_s: float = 5.0) -> bytes:
     except TimeoutError:
         pass
     return data
+
+
+@contextmanager
+def raw_upstream(answer: Callable[[bytes], bytes]) -> Iterator[str]:
+    """An upstream that answers each POST with ``answer(request)``: any bytes, however wrong
+    (GETs, the gateway's health checks, get a 404: alive). Yields its base URL."""
+    import contextlib
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve(conn: socket.socket) -> None:
+        conn.settimeout(5)
+        buf = b""
+        with conn, contextlib.suppress(OSError):  # the gateway may reset: that is its right
+            while not stop.is_set():
+                while b"\r\n\r\n" not in buf:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                while len(buf) < length:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                request, buf = head + b"\r\n\r\n" + buf[:length], buf[length:]
+                if request.startswith(b"GET "):
+                    conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                else:
+                    conn.sendall(answer(request))
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()

@@ -18,7 +18,15 @@ from ttft.client import errors
 from ttft.client.errors import RequestFailed
 
 MAX_HEAD_BYTES = 64 * 1024
+# A chunk-size line with its extensions; longer is an attack on our memory, not a real server.
+MAX_CHUNK_LINE_BYTES = 4096
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
+# The size of a chunk: hex digits only. int(x, 16) also takes "-6", "+5", "0x5" and "1_0": a
+# negative size moved the parser backwards over its own input, forever.
+_CHUNK_SIZE_TEXT = re.compile(rb"[0-9A-Fa-f]{1,16}")
+# Control bytes in a head (tab and the LF that ends a line aside): a bare CR in a value is a line
+# break to some parsers, so a value that carried one would split the head it is copied into.
+_HEAD_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _NO_BODY_STATUSES = frozenset({204, 304})
 
 
@@ -88,8 +96,11 @@ _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_EOF, _DO
 
 def parse_head(raw: bytes) -> ResponseHead:
     """Parse a status line and header block (without the blank line that ends it)."""
-    text = raw.decode("latin-1")
-    lines = text.replace("\r\n", "\n").split("\n")
+    text = raw.decode("latin-1").replace("\r\n", "\n")
+    bad = _HEAD_CONTROL.search(text)
+    if bad is not None:
+        raise RequestFailed(errors.PROTOCOL, f"control byte {bad.group()!r} in the response head")
+    lines = text.split("\n")
     parts = lines[0].split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
         raise RequestFailed(errors.PROTOCOL, f"not an HTTP status line: {lines[0][:100]!r}")
@@ -118,12 +129,14 @@ class ResponseParser:
 
     __slots__ = (
         "_buf",
+        "_decode",
         "_decoder",
         "_keep_alive",
         "_on_first_byte",
         "_remaining",
         "_sink",
         "_state",
+        "_trailer_bytes",
         "body_started",
         "bytes_received",
         "head",
@@ -131,14 +144,18 @@ class ResponseParser:
         "stopped",
     )
 
-    def __init__(self, sink: ResponseSink) -> None:
+    def __init__(self, sink: ResponseSink, *, decode: bool = True) -> None:
+        """``decode=False``: a content-coded body is a protocol error (for a proxy that asked
+        for ``identity``: a small gzip body can decode to gigabytes in one read)."""
         self._sink = sink
+        self._decode = decode
         self._on_first_byte: Callable[[int], None] | None = getattr(sink, "on_first_byte", None)
         self._state = _HEAD
         self._buf = b""
         self._remaining = 0
         self._decoder: zlib._Decompress | None = None
         self._keep_alive = False
+        self._trailer_bytes = 0
         self.head: ResponseHead | None = None
         self.bytes_received = 0
         self.body_started = False
@@ -215,7 +232,7 @@ class ResponseParser:
         version_ok = head.version == "1.1"
         conn = head.tokens("connection")
         self._keep_alive = ("close" not in conn) if version_ok else ("keep-alive" in conn)
-        self._decoder = _decoder_for(head)
+        self._decoder = _decoder_for(head, self._decode)
         self._sink.on_head(head, t_ns)
         if head.status in _NO_BODY_STATUSES:
             self._finish(t_ns)
@@ -223,10 +240,11 @@ class ResponseParser:
         if "chunked" in head.tokens("transfer-encoding"):
             self._state = _CHUNK_SIZE
         elif "content-length" in head.headers:
-            try:
-                self._remaining = int(head.headers["content-length"])
-            except ValueError:
-                raise RequestFailed(errors.PROTOCOL, "Content-Length is not a number") from None
+            length = head.headers["content-length"]
+            if not (length.isascii() and length.isdigit()):
+                # int() takes "-5" and "+5": a negative length never reaches 0.
+                raise RequestFailed(errors.PROTOCOL, f"bad Content-Length {length[:40]!r}")
+            self._remaining = int(length)
             self._state = _LENGTH
             if self._remaining == 0:
                 self._finish(t_ns)
@@ -259,15 +277,12 @@ class ResponseParser:
                 nl = buf.find(b"\n", pos)
                 if nl < 0:
                     break
-                size_text = buf[pos:nl]
-                if b";" in size_text:
-                    size_text = size_text.split(b";", 1)[0]
-                try:
-                    size = int(size_text, 16)  # int() ignores the surrounding whitespace and CR
-                except ValueError:
+                size_text = buf[pos:nl].split(b";", 1)[0].rstrip(b" \t\r")
+                if _CHUNK_SIZE_TEXT.fullmatch(size_text) is None:
                     raise RequestFailed(
                         errors.PROTOCOL, f"bad chunk size line {buf[pos:nl][:40]!r}"
-                    ) from None
+                    )
+                size = int(size_text, 16)
                 pos = nl + 1
                 if size == 0:
                     self._state = _TRAILER
@@ -283,6 +298,9 @@ class ResponseParser:
                 if nl < 0:
                     break
                 line = buf[pos:nl].strip()
+                self._trailer_bytes += nl + 1 - pos
+                if self._trailer_bytes > MAX_HEAD_BYTES:
+                    raise RequestFailed(errors.PROTOCOL, "trailers larger than 64 KiB")
                 pos = nl + 1
                 if not line:
                     if pos < end:
@@ -294,6 +312,9 @@ class ResponseParser:
                 raise AssertionError(state)
         if pos < end:
             self._buf = buf[pos:]
+            if self._state != _CHUNK_DATA and len(self._buf) > MAX_CHUNK_LINE_BYTES:
+                # A size, CRLF or trailer line that does not end: held bytes would grow forever.
+                raise RequestFailed(errors.PROTOCOL, "chunk framing line too long")
         if pieces:
             return self._emit(pieces[0] if len(pieces) == 1 else b"".join(pieces), t_ns)
         return False
@@ -327,10 +348,16 @@ class ResponseParser:
         return True
 
 
-def _decoder_for(head: ResponseHead) -> zlib._Decompress | None:
+def _decoder_for(head: ResponseHead, decode: bool = True) -> zlib._Decompress | None:
     coding = head.tokens("content-encoding") - {"identity"}
     if not coding:
         return None
+    if not decode:
+        raise RequestFailed(
+            errors.PROTOCOL,
+            f"the answer has Content-Encoding {', '.join(sorted(coding))} though it was asked "
+            "for identity",
+        )
     if coding <= {"gzip", "x-gzip", "deflate"}:
         return zlib.decompressobj(wbits=47)  # 32 + 15: gzip or zlib header, detected
     raise RequestFailed(

@@ -17,7 +17,7 @@ from typing import Any
 
 from ttft.gateway.config import GatewayConfig
 from ttft.gateway.discover import discover_replica
-from ttft.gateway.errors import GatewayError, not_found, unauthorized
+from ttft.gateway.errors import GatewayError, bad_request, not_found, unauthorized
 from ttft.gateway.hosts import allowed_hosts, host_name
 from ttft.gateway.http_server import HttpServer, Request, Response
 from ttft.gateway.metrics import GatewayMetrics
@@ -140,6 +140,17 @@ class Gateway:
         localhost, neither by DNS rebinding nor by a form post (which needs no CORS preflight).
         """
         path = request.path
+        host = request.headers.get("host")
+        if host is None and request.version == "HTTP/1.1":
+            # RFC 9112, 3.2: a 400; and the Host check below must not be skipped by leaving
+            # the header out.
+            raise bad_request("an HTTP/1.1 request needs a Host header")
+        expect = request.headers.get("expect")
+        if expect is not None and expect.lower() != "100-continue":
+            # RFC 9110, 10.1.1: an expectation we cannot meet is a 417, not silently ignored.
+            raise GatewayError(
+                417, "the only expectation supported is 100-continue", code="expectation_failed"
+            )
         if path in _ENDPOINTS:
             check_method(request, "POST")
         elif path in ("/v1/models", "/health", "/metrics"):
@@ -151,7 +162,6 @@ class Gateway:
                 "/health and /metrics"
             )
         if not self._keys:
-            host = request.headers.get("host")
             if host is not None and host_name(host) not in self._hosts:
                 raise GatewayError(
                     403,

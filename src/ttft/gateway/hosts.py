@@ -14,7 +14,11 @@ def host_name(header: str) -> str:
     """The name in a Host header, lower-cased, without the port or IPv6 brackets."""
     value = header.strip().lower()
     if value.startswith("["):
-        return value[1:].partition("]")[0]
+        address, sep, rest = value[1:].partition("]")
+        # Only ":port" may follow the brackets: "[::1]evil.example" is not loopback.
+        if sep and (not rest or (rest[0] == ":" and rest[1:].isdigit())):
+            return address
+        return value
     name, sep, port = value.rpartition(":")
     return name if sep and port.isdigit() else value
 

@@ -226,7 +226,7 @@ class Connection(asyncio.Protocol):
         self._buf.clear()
         if rest:
             self._take_body(rest)
-        elif headers.get("expect", "").lower() == "100-continue":
+        elif self.http11 and headers.get("expect", "").lower() == "100-continue":
             assert self.transport is not None
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 

@@ -29,6 +29,7 @@ REASONS = {
     411: "Length Required",
     413: "Content Too Large",
     415: "Unsupported Media Type",
+    417: "Expectation Failed",
     429: "Too Many Requests",
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",
@@ -68,11 +69,12 @@ class HeadParser:
     A new parser per request: only heads are fed, so llhttp would otherwise wait for the body.
     """
 
-    __slots__ = ("_parser", "_url", "complete", "headers")
+    __slots__ = ("_parser", "_repeated", "_url", "complete", "headers")
 
     def __init__(self) -> None:
         self._url: list[bytes] = []
         self.headers: dict[str, str] = {}
+        self._repeated: dict[str, list[str]] = {}
         self.complete = False
         self._parser = httptools.HttpRequestParser(self)
 
@@ -83,14 +85,18 @@ class HeadParser:
 
     def on_header(self, name: bytes, value: bytes) -> None:
         key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
+        # Trailing whitespace is not part of a value (RFC 9110, 5.5); llhttp leaves it in, and
+        # "Content-Length: 5 " or "Expect: 100-continue " are well-formed.
+        text = value.decode("latin-1").rstrip(" \t")
         old = self.headers.get(key)
         if old is None:
             self.headers[key] = text
         elif key in _SINGLE:
             raise BadHead(f"more than one {key} header")
         else:
-            self.headers[key] = f"{old}, {text}"
+            # Joined once in ``finish``: joining each repeat as it came copied the value so far
+            # every time, quadratic in the head size (which the configuration may raise).
+            self._repeated.setdefault(key, [old]).append(text)
 
     def on_headers_complete(self) -> None:
         self.complete = True
@@ -120,6 +126,8 @@ class HeadParser:
         target = b"".join(self._url).decode("latin-1")
         if not target.startswith("/"):
             raise BadHead("the target must be a path (this gateway is not a forward proxy)")
+        for key, values in self._repeated.items():
+            self.headers[key] = ", ".join(values)
         length = self.headers.get("content-length")
         if length is not None and not (length.isascii() and length.isdigit()):
             raise BadHead(f"bad Content-Length {length[:40]!r}")  # llhttp checks it too

@@ -118,6 +118,11 @@ class Planner:
         if "priority" in body:
             del body["priority"]  # ours: engines without priority scheduling reject it
             changed = True
+        if "id_slot" in body and any(r.slot_pins is not None for r in runtime.replicas):
+            # The gateway places requests in slots here (slot_pins): a long prompt that named
+            # the short lane's slot 0 itself would defeat the reserve for everyone.
+            del body["id_slot"]
+            changed = True
         rendered: Rendered | None = None
         bypass = ""
         cpt = self.config.limits.chars_per_token
@@ -156,7 +161,7 @@ class Planner:
             prompt = check_prompt(body)
             if isinstance(prompt, str):
                 material, n_tokens, whole = prompt, round(len(prompt) / cpt), False
-            elif all(isinstance(x, int) for x in prompt):
+            elif isinstance(prompt[0], int):  # check_prompt: all ids or all strings
                 material, n_tokens, whole = prompt, len(prompt), False
             else:
                 material = str(prompt[0]) if prompt else ""

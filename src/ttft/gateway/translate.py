@@ -33,9 +33,9 @@ class ChatStreamTranslator:
             return _DONE
         try:
             chunk = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             return b"data: " + data.encode() + b"\n\n"  # not ours to judge: pass it on
-        if not isinstance(chunk, dict) or "error" in chunk or "choices" not in chunk:
+        if not isinstance(chunk, dict) or "error" in chunk or not _choices_ok(chunk):
             return b"data: " + data.encode() + b"\n\n"
         base = {
             k: v for k, v in chunk.items() if k not in ("choices", "usage", "timings", "object")
@@ -87,10 +87,23 @@ class ChatStreamTranslator:
         return bytes(out)
 
 
+def _choices_ok(chunk: dict[str, Any]) -> bool:
+    """A completions chunk's shape: ``choices`` a list of objects (or null). Anything else is
+    not an answer we translate, and must not raise in the upstream's read callback (a 500)."""
+    choices = chunk.get("choices", False)
+    return choices is None or (
+        isinstance(choices, list) and all(isinstance(c, dict) for c in choices)
+    )
+
+
 def chat_response(body: bytes) -> bytes:
-    """A non-streamed completions answer as a ``chat.completion`` object."""
-    data = json.loads(body)
-    if not isinstance(data, dict) or "choices" not in data:
+    """A non-streamed completions answer as a ``chat.completion`` object; any other body (an
+    error, or what no engine sends) unchanged."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return body
+    if not isinstance(data, dict) or "choices" not in data or not _choices_ok(data):
         return body
     choices = [
         {

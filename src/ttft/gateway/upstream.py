@@ -152,7 +152,7 @@ class UpstreamPool:
         client went away.
         """
         conn, reused = await self._acquire()
-        parser = ResponseParser(sink)
+        parser = ResponseParser(sink, decode=False)
         try:
             try:
                 reusable = await self._run(conn, parser, payload, on_connection)
@@ -163,7 +163,7 @@ class UpstreamPool:
                 self._drop(conn)
                 self.stats.stale_retries += 1
                 conn, _ = await self._acquire(fresh=True)
-                parser = ResponseParser(sink)
+                parser = ResponseParser(sink, decode=False)
                 reusable = await self._run(conn, parser, payload, on_connection)
         except asyncio.CancelledError:
             # A client that closes the moment its answer ended (curl, one connection per

@@ -94,8 +94,19 @@ def test_priority_is_limited_per_key(chat_body: Any) -> None:
         b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 10000000000000}',
         b'{"messages": [{"role": "user", "content": "x"}], "n": 1000000}',
         b'{"messages": [{"role": "user", "content": "x"}], "seed": 1180591620717411303424}',
+        b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 9999999, "max_tokens": 1}',
     ],
-    ids=["nesting", "surrogate", "huge-token-id", "nan", "infinity", "max-tokens", "n", "seed"],
+    ids=[
+        "nesting",
+        "surrogate",
+        "huge-token-id",
+        "nan",
+        "infinity",
+        "max-tokens",
+        "n",
+        "seed",
+        "duplicate-key",
+    ],
 )
 def test_bad_input_is_a_400_with_an_openai_error_body(raw: bytes) -> None:
     with scripted() as up, gateway_for([up.base_url]) as gw:
@@ -118,3 +129,32 @@ def test_upstream_failures_do_not_name_the_upstream_address(chat_body: Any) -> N
         answer = post(gw.url, json.dumps(chat_body).encode())
         assert answer.status_code == 502, answer.text
         assert port not in answer.text and "127.0.0.1" not in answer.text
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"GET /v1/models HTTP/1.1\r\nConnection: close\r\n\r\n", b"400"),
+        (
+            b"GET /v1/models HTTP/1.1\r\nHost: [::1]evil.example\r\nConnection: close\r\n\r\n",
+            b"403",
+        ),
+        (b"GET /v1/models HTTP/1.1\r\nHost: [::1]:80\r\nConnection: close\r\n\r\n", b"200"),
+        (
+            b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: bogus\r\n"
+            b"Connection: close\r\n\r\n",
+            b"417",
+        ),
+        (b"GET /v1/models HTTP/1.0\r\n\r\n", b"200"),  # HTTP/1.0 may leave Host out
+    ],
+    ids=["http11-without-host", "bracket-junk", "bracket-port", "unknown-expectation", "http10"],
+)
+def test_host_and_expect_are_checked_as_the_rfc_says(raw: bytes, status: bytes) -> None:
+    # Without Host, the DNS-rebinding check was skipped (any HTTP/1.1 request needs one, RFC
+    # 9112 3.2); "[::1]" followed by anything was read as loopback; an unknown Expect was
+    # ignored (RFC 9110 10.1.1: 417).
+    with scripted() as up, gateway_for([up.base_url]) as gw:
+        out = raw_exchange(gw.url, raw)
+    assert out.startswith(b"HTTP/1.1 " + status + b" "), out[:300]
+    if status != b"200":
+        assert b'"error"' in out

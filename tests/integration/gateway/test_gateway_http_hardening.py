@@ -231,3 +231,31 @@ def test_a_connection_is_accepted_from_its_handshake_not_its_first_bytes() -> No
         while not server.connections and time.monotonic() < deadline:
             time.sleep(0.01)
         assert len(server.connections) == 1
+
+
+def test_no_100_continue_for_an_http10_client_and_trailing_spaces_are_not_a_value() -> None:
+    # RFC 9110 10.1.1: no 100 to an HTTP/1.0 client (it cannot read one before its answer).
+    # "Content-Length: 3  " is well-formed (trailing OWS): it was a 400.
+    raw = b"POST /u HTTP/1.0\r\nHost: h\r\nContent-Length: 3  \r\nExpect: 100-continue\r\n\r\n"
+    with http_server(echo) as (_, port, _), socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(raw)
+        sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            sock.recv(100)  # nothing before the body
+        sock.sendall(b"abc")
+        out = read_response(sock, 5)
+    assert out.startswith(b"HTTP/1.1 200 ") and out.endswith(b"POST /u 3"), out
+
+
+def test_repeated_headers_are_joined_in_linear_time() -> None:
+    from ttft.gateway.http_wire import HeadParser
+
+    # Joined as they came, each repeat copied the value so far: 300,000 repeats (a 2.7 MB head,
+    # allowed where max_header_bytes is raised) took 5 s of the event loop; now ~0.2 s.
+    head = b"GET / HTTP/1.1\r\nHost: h\r\n" + b"X-R: ab\r\n" * 300_000 + b"X-R: c\r\n\r\n"
+    parser = HeadParser()
+    started = time.perf_counter()
+    parser.feed(head)
+    headers = parser.finish()[3]
+    assert time.perf_counter() - started < 2.0
+    assert headers["x-r"] == ", ".join(["ab"] * 300_000 + ["c"])

@@ -128,7 +128,7 @@ def test_a_client_that_disconnects_cancels_its_handler() -> None:
 def test_connections_over_the_limit_get_503_and_are_closed() -> None:
     with (
         http_server(echo, max_connections=1) as (_, port, server),
-        socket.create_connection(("127.0.0.1", port)) as holder,
+        socket.create_connection(("127.0.0.1", port)),
     ):
         time.sleep(0.05)
         out = exchange(port, b"GET / HTTP/1.1\r\n\r\n")

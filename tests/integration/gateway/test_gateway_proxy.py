@@ -244,7 +244,8 @@ def test_a_client_that_leaves_mid_stream_cancels_the_upstream_request(
         raw = json.dumps(chat_body).encode()
         with socket.create_connection((host, int(port))) as sock:
             sock.sendall(
-                b"POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\n"
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\n"
                 b"Content-Length: %d\r\n\r\n%b" % (len(raw), raw)
             )
             sock.settimeout(5)

@@ -53,6 +53,8 @@ CHUNKED = (
     b"7\r\ndata: a\r\n2\r\n\n\n\r\n10;ext=1\r\ndata: [DONE]\n\n..\r\n0\r\nX-Trailer: 1\r\n\r\n"
 )
 
+CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
 
 @pytest.mark.parametrize("step", [1, 2, 3, 7, 64, 4096])
 def test_chunked_body_is_reassembled_for_any_read_size_and_connection_is_reusable(
@@ -126,12 +128,68 @@ def test_eof_in_the_middle_of_a_framed_body_is_an_incomplete_stream() -> None:
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\n\r\n",
+        # What int() takes but HTTP does not: a signed, prefixed or underscored size or length.
+        CHUNKED_HEAD + b"-5\r\nhello\r\n0\r\n\r\n",
+        CHUNKED_HEAD + b"+5\r\nhello\r\n0\r\n\r\n",
+        CHUNKED_HEAD + b"0x5\r\nhello\r\n0\r\n\r\n",
+        CHUNKED_HEAD + b"1_0\r\n" + b"a" * 16 + b"\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\nhello world",
+        b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nhello",
+        # A bare CR in a value would split the client's head the value is copied into.
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\rX-Injected: 1\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 0\r\n\r\n",
+    ],
+    ids=[
+        "not-http",
+        "no-colon",
+        "bad-chunk",
+        "bad-length",
+        "br",
+        "negative-chunk",
+        "plus-chunk",
+        "0x-chunk",
+        "underscore-chunk",
+        "negative-length",
+        "plus-length",
+        "bare-cr-in-value",
+        "nul-in-value",
     ],
 )
 def test_malformed_or_unsupported_responses_are_protocol_errors(raw: bytes) -> None:
     with pytest.raises(RequestFailed) as caught:
         feed_all(raw, 4096)
     assert caught.value.kind == errors.PROTOCOL
+
+
+@pytest.mark.timeout(10)
+def test_a_negative_chunk_size_cannot_loop_the_parser_forever() -> None:
+    # "-6" after a whole chunk moved the parser back onto its own size line: 100 % CPU forever,
+    # in the event loop of whoever parsed it (the gateway, for any of its upstreams).
+    raw = CHUNKED_HEAD + b"1\r\na\r\n-6\r\n"
+    with pytest.raises(RequestFailed) as caught:
+        feed_all(raw, 4096)
+    assert caught.value.kind == errors.PROTOCOL
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [b"5" + b" " * 100_000, b"5;" + b"x" * 100_000, b"0\r\n" + b"X-T: y\r\n" * 20_000],
+    ids=["size-line", "extension", "trailers"],
+)
+def test_chunk_lines_and_trailers_are_bounded(tail: bytes) -> None:
+    with pytest.raises(RequestFailed) as caught:
+        feed_all(CHUNKED_HEAD + tail, 1024)  # never a newline: held bytes grew without end
+    assert caught.value.kind == errors.PROTOCOL
+
+
+def test_a_parser_that_does_not_decode_refuses_a_coded_body() -> None:
+    # The gateway asks its upstreams for identity: 200 KB of gzip decode to 200 MB in one read.
+    body = gzip.compress(b"\0" * 1_000_000)
+    raw = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body)
+    sink = Sink()
+    with pytest.raises(RequestFailed) as caught:
+        ResponseParser(sink, decode=False).feed(raw + body, 0)
+    assert caught.value.kind == errors.PROTOCOL and not sink.body
 
 
 def test_gzip_body_is_decoded_incrementally_keeping_each_flush_at_its_read_time() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -10,10 +11,11 @@ import pytest
 from ttft.engines import control
 from ttft.gateway.admission import LONG, SHORT
 from ttft.gateway.config import GatewayConfig, from_mapping
-from ttft.gateway.discover import discover_replica, model_names, total_slots
+from ttft.gateway.discover import apply_slots, discover_replica, model_names, total_slots
 from ttft.gateway.errors import GatewayError
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.plan import Planner, _upstream_name
+from ttft.gateway.proxy import Proxy
 from ttft.gateway.runtime import ModelRuntime, Replica, build_runtime
 
 
@@ -143,3 +145,32 @@ def test_configured_aliases_are_accepted() -> None:
     assert planner._model({"model": "gpt-4o"}) is runtime
     with pytest.raises(Exception, match="aliases"):
         from_mapping({"model": [{"name": "m", "aliases": "x", "upstreams": ["http://h:1"]}]})
+
+
+def _plan(planner: Planner, body: dict[str, Any]) -> Any:
+    from ttft.gateway.http_wire import Request
+    from ttft.gateway.plan import COMPLETIONS
+
+    raw = json.dumps(body).encode()
+    request = Request("POST", "/v1/completions", "", "HTTP/1.1", {}, raw, 0, "t")
+    return planner.plan(request, COMPLETIONS, json.loads(raw))
+
+
+def test_a_client_cannot_pin_itself_into_the_short_lanes_slot() -> None:
+    """With slot pinning, slot 0 is the short lane's: a long prompt that named it itself
+    (``id_slot``) had its own choice kept, and every short request then waited for its
+    prefill. The gateway's pins place it now; without pinning the client's choice passes."""
+    config, runtime = _runtime()
+    replica = runtime.replicas[0]
+    planner = Planner(config, {"default": runtime}, GatewayMetrics())
+    long_prompt = {"prompt": "word " * 8000, "id_slot": 0, "max_tokens": 1}
+    kept = _plan(planner, dict(long_prompt))
+    assert kept.body["id_slot"] == 0 and not kept.changed  # no pins: the engine's business
+    apply_slots(replica, 4, None)
+    assert replica.slot_pins is not None
+    plan = _plan(planner, dict(long_prompt))
+    assert plan.lane == LONG and "id_slot" not in plan.body and plan.changed
+    sent = json.loads(
+        Proxy(config, {"default": runtime}, GatewayMetrics())._upstream_body(plan, False)[1]
+    )
+    assert "id_slot" not in sent  # the proxy adds the slot its pins chose (3, a long one)

@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 
 from ttft.gateway.errors import GatewayError
 from ttft.gateway.http_wire import BadHead, HeadParser
-from ttft.gateway.validate import check_common, check_messages, check_prompt, parse_body
+from ttft.gateway.validate import (
+    check_common,
+    check_messages,
+    check_prompt,
+    nesting_depth,
+    parse_body,
+)
 
 _HEAD_PARTS = st.sampled_from(
     [
@@ -104,3 +110,30 @@ def test_any_bytes_as_a_body_are_parsed_or_refused(raw: bytes) -> None:
         parse_body(raw)
     except GatewayError as exc:
         assert exc.status == 400
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        value = list(value.values())
+    if not isinstance(value, list):
+        return 0
+    return 1 + max((_depth(v) for v in value), default=0)
+
+
+_TRICKY_TEXT = st.text(alphabet='[]{}"\\ab\u00e9\U0001f600', max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.integers() | _TRICKY_TEXT,
+        lambda inner: (
+            st.lists(inner, max_size=4) | st.dictionaries(_TRICKY_TEXT, inner, max_size=4)
+        ),
+        max_leaves=30,
+    ),
+    st.booleans(),
+)
+def test_nesting_depth_agrees_with_a_walk_of_the_decoded_value(value: Any, ascii: bool) -> None:
+    raw = json.dumps({"v": value}, ensure_ascii=ascii).encode()
+    assert nesting_depth(raw) == _depth({"v": value})

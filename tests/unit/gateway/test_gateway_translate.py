@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from ttft.gateway.translate import ChatStreamTranslator, chat_response
 
 
@@ -92,3 +94,20 @@ def test_a_non_streamed_completion_becomes_a_chat_completion() -> None:
         }
     ]
     assert out["usage"] == {"prompt_tokens": 3}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"choices": [1]}',
+        b'{"choices": "ab"}',
+        b'{"choices": {"text": "x"}}',
+        b"[" * 5000 + b"]" * 5000,
+    ],
+    ids=["number-choice", "string-choices", "object-choices", "deep"],
+)
+def test_answers_no_engine_sends_pass_through_instead_of_raising(body: bytes) -> None:
+    # Raised in the upstream's read callback, these were a 500 with a traceback in the log.
+    assert chat_response(body) == body
+    translator = ChatStreamTranslator(include_usage=False)
+    assert translator.event(body.decode()) == b"data: " + body + b"\n\n"
