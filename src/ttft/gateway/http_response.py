@@ -110,6 +110,10 @@ class Response:
             self.keep_alive = False
         if not self.keep_alive:
             lines.append("Connection: close")
+        elif not self._conn.http11:
+            # HTTP/1.0 closes by default: a client that asked to keep the connection (ab -k,
+            # old proxies) reads until the close unless the answer says it stays open.
+            lines.append("Connection: keep-alive")
         self._head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     def write(self, data: bytes) -> None:

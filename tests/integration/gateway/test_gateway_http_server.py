@@ -54,6 +54,19 @@ def test_streams_are_chunked_for_http11_and_close_delimited_for_http10() -> None
     assert out10.endswith(b"data: 0\n\ndata: 1\n\ndata: 2\n\n")
 
 
+def test_an_http10_client_that_asks_for_keep_alive_is_told_it_stays_open() -> None:
+    """HTTP/1.0 closes by default: without ``Connection: keep-alive`` in the answer, a client
+    that asked for it (``ab -k``) reads on until the server closes, an idle timeout later."""
+    with http_server(echo) as (_, port, _), socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(5)
+        sock.sendall(b"GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        first = sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200 ") and b"Connection: keep-alive" in first
+        sock.sendall(b"GET /b HTTP/1.0\r\n\r\n")  # no keep-alive asked: closed after it
+        second = read_response(sock, 5)
+    assert b"GET /b" in second and b"Connection: close" in second
+
+
 def test_oversize_heads_and_bodies_are_refused_before_reading_them() -> None:
     with http_server(echo, max_header_bytes=1024, max_body_bytes=100) as (_, port, _):
         big_head = exchange(port, b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 2000 + b"\r\n\r\n")
