@@ -78,9 +78,14 @@ class UpstreamConnection(asyncio.Protocol, Exchange):
             self._paused = True
             self.transport.pause_reading()
 
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
     def resume(self) -> None:
         if self._paused and self.transport is not None and not self.closed:
             self._paused = False
+            self.last_rx_ns = _clock()  # the engine's silence is timed from here again
             self.transport.resume_reading()
 
     def abort(self) -> None:
@@ -196,12 +201,17 @@ class UpstreamPool:
 
         def watchdog() -> None:
             # One timer per idle period, re-armed from the last read: no work per byte.
+            if conn.paused:
+                # We stopped reading (the client is behind): the silence is ours, not the
+                # engine's. The client's write timeout deals with a client that never reads.
+                timers[0] = loop.call_later(self.idle_timeout_s, watchdog)
+                return
             silent_ns = _clock() - conn.last_rx_ns
             if silent_ns >= limit_ns:
                 conn._fail(
                     RequestFailed(
                         errors.TIMEOUT,
-                        f"{self.host}:{self.port} sent nothing for {self.idle_timeout_s:.0f} s",
+                        f"{self.host}:{self.port} sent nothing for {self.idle_timeout_s:g} s",
                     )
                 )
             else:
