@@ -125,9 +125,18 @@ async def oneshot_loop(url: str, streams: int, per_stream: int, shape: Shape) ->
     return kept
 
 
-async def burst(url: str, count: int, shape: Shape) -> list[Stamps]:
-    """``count`` new requests at the same instant, each on a new connection."""
+async def burst(url: str, count: int, shape: Shape, times: int = 1) -> list[Stamps]:
+    """``count`` new requests at the same instant, each on a new connection; ``times`` such
+    bursts, each after the previous one's streams ended and a short rest (one burst's p99 is
+    one run of a few hundred samples: several make the median steadier)."""
     endpoint = url + "/v1/chat/completions"
-    bodies = [next_body(shape) for _ in range(count)]
-    results = await asyncio.gather(*(send_oneshot(endpoint, b, tag=b["ttft_tag"]) for b in bodies))
-    return [_oneshot_stamps(r) for r in results]
+    stamps: list[Stamps] = []
+    for i in range(times):
+        if i:
+            await asyncio.sleep(0.2)
+        bodies = [next_body(shape) for _ in range(count)]
+        results = await asyncio.gather(
+            *(send_oneshot(endpoint, b, tag=b["ttft_tag"]) for b in bodies)
+        )
+        stamps.extend(_oneshot_stamps(r) for r in results)
+    return stamps
