@@ -12,15 +12,15 @@ monotonic clock is shared by processes):
   HTTP/1.1 keep-alive to the upstream and ``access_log off``: the classic tuned reverse proxy.
 
 Client modes: ``keepalive`` is ``ttft.client.StreamingClient`` (pooled connections, as SDKs);
-``oneshot`` is ``ttft.testing.oneshot_client`` (a new connection per request, as curl and short-
-lived scripts; its clock starts before ``connect()``); ``burst`` sends N oneshot requests at the
-same instant (``--requests`` / N such bursts per run, 4 by default). Each other mode runs a closed
-loop of N workers at 1 / 32 / 256 concurrent streams, started spread over one stream's duration;
-with keep-alive, each worker's first request opens its connections and is not counted (steady
-state, not the first instant). Per request, the *transport time* is (upstream received - client
-sent) + (client got the first token - upstream wrote it): TTFT minus the upstream's own scripted
-delay, so the upstream's timer jitter under load does not count. The added latency of a proxy is
-its transport-time quantile minus the direct one (p50 and p99).
+``oneshot`` is ``ttft.testing.oneshot_client`` (a new connection per request, as curl and
+short-lived scripts; its clock starts before ``connect()``); ``burst`` sends N oneshot requests at
+the same instant (``--requests`` / N such bursts per run, 4 by default). Each other mode runs a
+closed loop of N workers at 1 / 32 / 256 concurrent streams, started spread over one stream's
+duration; with keep-alive, each worker's first request opens its connections and is not counted
+(steady state, not the first instant). Per request, the *transport time* is (upstream received -
+client sent) + (client got the first token - upstream wrote it): TTFT minus the upstream's own
+scripted delay, so the upstream's timer jitter under load does not count. The added latency of a
+proxy is its transport-time quantile minus the direct one (p50 and p99).
 
 The upstream answers a first token after 20 ms, then 16 tokens spread so each stream lasts
 max(40 ms, streams / 300 s): the background token traffic stays near 300 requests/s at every
