@@ -119,6 +119,8 @@ class AdmissionConfig:
     # to a chosen slot (``id_slot``), short ones to the lowest, whose tokens each batch takes
     # first (gateway/slot_pins.py). Off: the engine picks slots itself.
     pin_slots: bool = True
+    # Per client (key, else address) and model, queued + in flight; None: half (gateway/shares)
+    max_requests_per_client: int | None = None
 
 
 @dataclass(frozen=True)
