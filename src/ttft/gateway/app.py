@@ -29,6 +29,7 @@ from ttft.gateway.runtime import (
     health_loop,
     setup_prerender,
 )
+from ttft.gateway.shares import ClientShares
 from ttft.gateway.validate import parse_body
 
 log = logging.getLogger("ttft.gateway")
@@ -47,6 +48,7 @@ class Gateway:
             m.name: build_runtime(config, m, self.metrics) for m in config.models
         }
         self.proxy = Proxy(config, self.models, self.metrics)
+        self.shares = ClientShares(config.admission.max_requests_per_client, self.metrics)
         limits = config.limits
         self.server = HttpServer(
             self.handle,
@@ -189,7 +191,8 @@ class Gateway:
                 body = parse_body(request.body)
                 plan = self.proxy.plan(request, endpoint, body, self._boost(request))
                 model = plan.runtime.name
-                await self.proxy.run(request, response, plan)
+                with self.shares.hold(self._client(request), plan.runtime):
+                    await self.proxy.run(request, response, plan)
             elif request.path == "/v1/models":
                 self._send_json(response, 200, self._models_body())
             elif request.path == "/health":
@@ -215,6 +218,12 @@ class Gateway:
         token = request.headers.get("authorization", "").partition(" ")[2].strip()
         # The key was verified in constant time already; this lookup only reads its settings.
         return self._boosts.get(token, default)
+
+    def _client(self, request: Request) -> str:
+        """Who a request's share counts against: its key (verified already), else its address."""
+        if self._keys:
+            return "key:" + request.headers.get("authorization", "").partition(" ")[2].strip()
+        return "addr:" + request.peer.rpartition(":")[0]
 
     def _authorize(self, request: Request) -> None:
         if not self._keys:

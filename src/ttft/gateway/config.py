@@ -119,6 +119,8 @@ class AdmissionConfig:
     # to a chosen slot (``id_slot``), short ones to the lowest, whose tokens each batch takes
     # first (gateway/slot_pins.py). Off: the engine picks slots itself.
     pin_slots: bool = True
+    # Per client (key, else address) and model, queued + in flight; None: half (gateway/shares)
+    max_requests_per_client: int | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,7 @@ class LimitsConfig:
     write_timeout_s: float = 60.0  # a client that reads nothing of its answer for this long
     max_tokens: int = 1024 * 1024  # the most max_tokens / max_completion_tokens a request asks
     max_n: int = 16  # the most choices (``n``) a request asks
+    max_messages: int = 4096  # per chat request: each costs Python work on the event loop
     connect_timeout_s: float = 5.0
     upstream_idle_timeout_s: float = 600.0  # silence from an upstream in the middle of an answer
     max_response_bytes: int = 16 * 1024 * 1024  # a non-streamed answer we must translate

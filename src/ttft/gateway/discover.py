@@ -49,7 +49,7 @@ async def fetch_json(replica: Replica, call: control.Call) -> Answer:
         return None
     try:
         data = json.loads(raw) if status == 200 else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # 4 MB of "[[[[": the task died with it, unasked again
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -60,7 +60,10 @@ def model_names(answer: dict[str, Any]) -> list[str]:
     if not isinstance(data, list):
         return []
     names = [m.get("id") for m in data[:MAX_NAMES] if isinstance(m, dict)]
-    return [n for n in names if isinstance(n, str) and 0 < len(n) <= MAX_NAME_CHARS]
+    # Printable only: a name may end up in a log line or an error message.
+    return [
+        n for n in names if isinstance(n, str) and 0 < len(n) <= MAX_NAME_CHARS and n.isprintable()
+    ]
 
 
 def total_slots(props: dict[str, Any]) -> int | None:

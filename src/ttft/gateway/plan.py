@@ -60,6 +60,15 @@ _PRERENDER_FIELDS = frozenset(
     }
 )
 _PLAIN_ROLES = ("system", "user", "assistant")
+# Hygiene scans text a client chose, on the event loop, with a dozen regular expressions
+# (~5 MB/s): only the leading 32 Ki characters of the static messages (where a timestamp breaks
+# the most cache), and at most 32 values are moved. 4 MB of timestamps took 15 s unbounded.
+HYGIENE_SCAN_CHARS = 32 * 1024
+HYGIENE_MAX_MOVES = 32
+# Learning a new frame renders the conversation three times on the event loop (~100 ms for a
+# 4 MB one: a client that changes its history each time pays that every request); a body
+# larger than this goes to the engine's chat endpoint, which renders it once.
+PRERENDER_MAX_BYTES = 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -77,6 +86,37 @@ class Plan:
     key: int | None
     n_tokens: int
     request_id: str | None
+
+
+def _history(messages: list[dict[str, Any]], limit: int) -> str:
+    """The conversation before its last message as text, for the affinity key: only as far as
+    the key reads (``limit`` characters), not the whole of a 4 MB history."""
+    pieces: list[str] = []
+    size = 0
+    for m in messages[:-1]:
+        piece = f"{m.get('role')}\n{_text(m.get('content'), limit)}\n"
+        pieces.append(piece)
+        size += len(piece)
+        if size >= limit:
+            break
+    return "".join(pieces)
+
+
+def _text(content: Any, limit: int) -> str:
+    """A message's text: a string, or its parts' texts up to about ``limit`` characters (the
+    repr of 100k parts took 45 ms)."""
+    if isinstance(content, str):
+        return content
+    pieces: list[str] = []
+    size = 0
+    for part in content or ():
+        text = part.get("text") if isinstance(part, dict) else None
+        if isinstance(text, str):
+            pieces.append(text)
+            size += len(text)
+            if size >= limit:
+                break
+    return "".join(pieces)
 
 
 def _upstream_name(runtime: ModelRuntime, sent: Any) -> str | None:
@@ -127,7 +167,7 @@ class Planner:
         bypass = ""
         cpt = self.config.limits.chars_per_token
         if endpoint == CHAT:
-            messages = check_messages(body)
+            messages = check_messages(body, limits.max_messages)
             if runtime.config.hygiene:
                 messages, kinds = self._hygiene(messages)
                 if kinds:
@@ -136,6 +176,8 @@ class Planner:
                     for kind in kinds:
                         self.metrics.hygiene.inc(runtime.name, kind)
             bypass = self._bypass_reason(runtime, body, messages)
+            if not bypass and len(request.body) > PRERENDER_MAX_BYTES:
+                bypass = "size"
             if not bypass:
                 try:
                     rendered = runtime.prerenderer.render(messages)
@@ -149,24 +191,25 @@ class Planner:
                 material: str | list[Any] = static if static else rendered.text
                 whole = bool(static)
             else:
-                texts = [m.get("content") for m in messages]
-                n_tokens = round(sum(len(str(t or "")) for t in texts) / cpt)
-                material = "".join(
-                    f"{m.get('role')}\n{m.get('content') or ''}\n" for m in messages[:-1]
-                )
+                # Estimated from the whole body: any of it may become prompt (tools' schemas,
+                # names, tool calls, content parts). Counting the contents alone let 4 MB of
+                # tools ride in the short lane, and cost ~90 ms for 100k parts.
+                n_tokens = round(len(request.body) / cpt)
+                material = _history(messages, self._key_chars())
                 whole = bool(material)
                 if not material:
-                    material = str(messages[-1].get("content") or "")
+                    material = _text(messages[-1].get("content"), self._key_chars())
         else:
             prompt = check_prompt(body)
-            if isinstance(prompt, str):
-                material, n_tokens, whole = prompt, round(len(prompt) / cpt), False
-            elif isinstance(prompt[0], int):  # check_prompt: all ids or all strings
-                material, n_tokens, whole = prompt, len(prompt), False
-            else:
-                material = str(prompt[0]) if prompt else ""
-                n_tokens = round(sum(len(str(p)) for p in prompt) / cpt)
-                whole = False
+            if isinstance(prompt, str) or isinstance(prompt[0], str):
+                n_tokens = round(len(request.body) / cpt)
+                material, whole = prompt if isinstance(prompt, str) else prompt[0], False
+            else:  # check_prompt: all ids or all strings
+                # An id takes at most 12 bytes of JSON (10 digits, a comma, a space): the bytes
+                # beyond that are text of other fields (a suffix...), estimated as text.
+                text_bytes = max(0, len(request.body) - 12 * len(prompt))
+                material, whole = prompt, False
+                n_tokens = len(prompt) + round(text_bytes / cpt)
         routing = self.config.routing
         key = (
             affinity_key(material, routing.block_tokens, routing.max_blocks, whole_if_short=whole)
@@ -193,6 +236,10 @@ class Planner:
             n_tokens,
             request_id,
         )
+
+    def _key_chars(self) -> int:
+        """The most characters ``affinity_key`` reads of text (``4 * block`` per block)."""
+        return 4 * self.config.routing.block_tokens * self.config.routing.max_blocks
 
     def _model(self, body: dict[str, Any]) -> ModelRuntime:
         name = body.get("model")
@@ -224,7 +271,7 @@ class Planner:
     def _hygiene(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
         from ttft.prompts.transform import move_dynamic
 
-        return move_dynamic(messages)
+        return move_dynamic(messages, max_chars=HYGIENE_SCAN_CHARS, max_spans=HYGIENE_MAX_MOVES)
 
     @staticmethod
     def _bypass_reason(

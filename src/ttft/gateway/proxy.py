@@ -69,6 +69,9 @@ class Proxy:
                 waited = await replica.admission.acquire(
                     plan.lane, plan.priority, self.config.admission.queue_timeout_s
                 )
+            except asyncio.CancelledError:
+                self.metrics.cancelled.inc(runtime.name)  # left while it waited in the queue
+                raise
             except Shed as exc:
                 self.metrics.shed.inc(runtime.name, exc.reason)
                 status = 429 if exc.reason == "queue_full" else 503

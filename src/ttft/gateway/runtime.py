@@ -360,7 +360,7 @@ async def _first_json(
         if status == 200:
             try:
                 data = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # nested past the recursion limit: not JSON
                 continue
             if isinstance(data, dict):
                 return replica, data

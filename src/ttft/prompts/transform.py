@@ -18,6 +18,9 @@ from ttft.workload.request_log import ChatRequest
 
 # A line longer than this is a paragraph: move only the sentence that holds the dynamic value.
 _LONG_LINE = 200
+_SENTENCE_END = re.compile(r"[.!?。！？]\s+")
+_SENTENCE_STOP = re.compile(r"[.!?。！？](?=\s|$)")
+_SENTENCE_CHARS = 2000  # a "sentence" longer than this is not one: its line is moved
 
 
 def _unit(text: str, start: int, end: int) -> tuple[int, int]:
@@ -28,9 +31,11 @@ def _unit(text: str, start: int, end: int) -> tuple[int, int]:
     if line_end - line_start <= _LONG_LINE:
         return line_start, line_end
     sentence_start = line_start
-    for m in re.finditer(r"[.!?。！？]\s+", text[line_start:start]):
-        sentence_start = line_start + m.end()
-    stop = re.compile(r"[.!?。！？](?=\s|$)").search(text, end, line_end)
+    # Searched in place and within _SENTENCE_CHARS (no slice, no scan to the end of a 4 MB
+    # line): per value, that made a long line with many values quadratic.
+    for m in _SENTENCE_END.finditer(text, max(line_start, start - _SENTENCE_CHARS), start):
+        sentence_start = m.end()
+    stop = _SENTENCE_STOP.search(text, end, min(line_end, end + _SENTENCE_CHARS))
     sentence_end = stop.end() if stop else line_end
     return sentence_start, sentence_end
 
@@ -86,10 +91,15 @@ def move_to_end(request: ChatRequest, places: Iterable[TextPlace]) -> ChatReques
                 merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
             else:
                 merged.append((start, end))
+        # Cut in the head that holds every range (and the character after it, which _cut
+        # reads): each cut copies the text before and after it, and the rest of a 4 MB
+        # message is copied once, not once per value.
+        split = merged[-1][1] + 1
+        head, rest = text[:split], text[split:]
         for start, end in reversed(merged):
-            moved.append((index, part, start, text[start:end].strip()))
-            text = _cut(text, start, end)
-        _set(messages[index], part, text)
+            moved.append((index, part, start, head[start:end].strip()))
+            head = _cut(head, start, end)
+        _set(messages[index], part, head + rest)
     if not moved:
         return request
     moved.sort(key=lambda m: (m[0], m[1] or 0, m[2]))
@@ -160,7 +170,12 @@ def static_key(request: ChatRequest) -> str:
     )
 
 
-def move_dynamic(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def move_dynamic(
+    messages: list[dict[str, Any]],
+    *,
+    max_chars: int | None = None,
+    max_spans: int | None = None,
+) -> tuple[list[dict[str, Any]], list[str]]:
     """``messages`` with dynamic content moved, and the kinds moved (empty: unchanged).
 
     Prefix hygiene: a timestamp or request id near the start of the prompt makes every request's
@@ -170,19 +185,31 @@ def move_dynamic(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
     ``move_to_end``. The gateway's ``hygiene = true``, ``ttft tune ab``'s move-dynamic transform
     and ``ttft lint prompts``' suggestion are this one function. Only string contents of static
     roles before the last user message are scanned.
+
+    ``max_chars`` bounds the static text scanned (the leading characters, message by message)
+    and ``max_spans`` the values moved (the first ones): the gateway runs this on its event loop
+    for text a client chose, and 4 MB of timestamps took minutes to scan and move.
     """
     target = last_user_index(messages)
     if messages[target].get("role") != "user":
         return messages, []
     places: list[TextPlace] = []
     kinds: list[str] = []
+    budget = max_chars
     for i, message in enumerate(messages[:target]):
         content = message.get("content")
         if message.get("role") not in STATIC_ROLES or not isinstance(content, str):
             continue
+        if budget is not None:
+            if budget <= 0:
+                break
+            content, budget = content[:budget], budget - len(content)
         for span in find_dynamic(content):
             places.append(TextPlace(i, None, span.start, span.end))
             kinds.append(span.kind)
+        if max_spans is not None and len(places) >= max_spans:
+            del places[max_spans:], kinds[max_spans:]
+            break
     if not places:
         return messages, []
     moved = move_to_end(ChatRequest(messages=messages), places)

@@ -190,7 +190,13 @@ def test_a_full_queue_answers_429_with_retry_after(chat_body: dict[str, Any]) ->
         scripted(first_token_delay_ms=600, n_tokens=1) as up,
         gateway_for(
             [up.base_url],
-            admission={"max_in_flight": 1, "queue_size": 1, "queue_timeout_s": 8},
+            # No per-client share: one client fills the queue here (test_gateway_fairness).
+            admission={
+                "max_in_flight": 1,
+                "queue_size": 1,
+                "queue_timeout_s": 8,
+                "max_requests_per_client": 0,
+            },
         ) as gw,
     ):
         results: list[httpx.Response] = []

@@ -174,3 +174,29 @@ def test_a_client_cannot_pin_itself_into_the_short_lanes_slot() -> None:
         Proxy(config, {"default": runtime}, GatewayMetrics())._upstream_body(plan, False)[1]
     )
     assert "id_slot" not in sent  # the proxy adds the slot its pins chose (3, a long one)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"[" * 200_000 + b"]" * 200_000, b'{"data": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}"],
+    ids=["arrays", "in-data"],
+)
+def test_an_upstream_answer_nested_past_the_recursion_limit_is_no_answer(
+    raw: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It raised RecursionError out of the discovery task, which died: never asked again."""
+    from ttft.gateway import discover, runtime
+
+    async def fetch(replica: Replica, call: control.Call, timeout_s: float = 5.0) -> Any:
+        return 200, raw
+
+    monkeypatch.setattr(discover, "fetch", fetch)
+    monkeypatch.setattr(runtime, "fetch", fetch)
+    _, rt = _runtime()
+    assert asyncio.run(discover.fetch_json(rt.replicas[0], control.MODELS)) == {}
+    assert asyncio.run(runtime._first_json(rt, control.PROPS)) is None
+
+
+def test_model_names_with_control_characters_are_dropped() -> None:
+    answer = {"data": [{"id": "ok-name"}, {"id": "bad\r\nname"}, {"id": "\x1b[31mred"}]}
+    assert model_names(answer) == ["ok-name"]

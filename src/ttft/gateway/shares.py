@@ -1,0 +1,61 @@
+"""Each client's share of a model: how many of its requests may be queued or in flight at once.
+
+The queue is first come, first served and bounded (``queue_size``), so without a share one
+client that sends many long requests at once fills it, and every other client is refused (429
+``queue_full``) until they end. A client is an API key, or the client's address on a gateway
+without keys; it may hold at most ``admission.max_requests_per_client`` requests of one model
+(default: half of what the model's replicas hold, in flight plus queued), and one more is
+refused at once (429 ``too_many_requests``) while the others still find room.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ttft.gateway.errors import overloaded
+from ttft.gateway.metrics import GatewayMetrics
+from ttft.gateway.runtime import ModelRuntime
+
+REASON = "client_limit"
+
+
+class ClientShares:
+    """Counts per (client, model); all methods run on the event loop's thread."""
+
+    def __init__(self, configured: int | None, metrics: GatewayMetrics) -> None:
+        self.configured = configured  # None: half the model's room; 0: no limit
+        self.metrics = metrics
+        self.held: dict[tuple[str, str], int] = {}
+
+    def limit(self, runtime: ModelRuntime) -> int:
+        if self.configured is not None:
+            return self.configured
+        # Read per request: the in-flight caps change when an engine reports its slots.
+        room = sum(r.admission.max_in_flight + r.admission.queue_size for r in runtime.replicas)
+        return max(1, room // 2)
+
+    @contextmanager
+    def hold(self, client: str, runtime: ModelRuntime) -> Iterator[None]:
+        """Count one request of ``client`` while the block runs; refuse it over the limit."""
+        limit = self.limit(runtime)
+        slot = (client, runtime.name)
+        count = self.held.get(slot, 0)
+        if limit and count >= limit:
+            self.metrics.shed.inc(runtime.name, REASON)
+            raise overloaded(
+                429,
+                f"{runtime.name}: you have {count} requests queued or running, the most one "
+                "client may; retry when one has ended",
+                1.0,
+                "too_many_requests",
+            )
+        self.held[slot] = count + 1
+        try:
+            yield
+        finally:
+            left = self.held[slot] - 1
+            if left:
+                self.held[slot] = left
+            else:
+                del self.held[slot]

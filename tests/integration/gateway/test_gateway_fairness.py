@@ -1,0 +1,106 @@
+"""One client cannot take a model's whole queue: its share is capped, the others still get in.
+
+And a client that leaves while its request waits takes everything it held with it: its ticket,
+its share, the queue depth.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any
+
+import httpx
+from gateway_testkit import gateway_for, scripted
+
+ADMISSION = {"max_in_flight": 1, "queue_size": 3, "queue_timeout_s": 20}  # room for 4
+
+
+def post(url: str, body: dict[str, Any], key: str) -> httpx.Response:
+    return httpx.post(
+        url + "/v1/chat/completions",
+        json=body,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    )
+
+
+def test_one_key_cannot_fill_the_queue_for_everyone(chat_body: dict[str, Any]) -> None:
+    """Four slow requests from one key took all four places (1 in flight, 3 queued): another
+    key's request was refused with queue_full. Now a key holds at most half (2)."""
+    with (
+        scripted(first_token_delay_ms=700, n_tokens=1) as up,
+        gateway_for([up.base_url], api_keys=["sk-a", "sk-b"], admission=ADMISSION) as gw,
+    ):
+        greedy: list[httpx.Response] = []
+        threads = [
+            threading.Thread(target=lambda: greedy.append(post(gw.url, chat_body, "sk-a")))
+            for _ in range(4)
+        ]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)
+        other = post(gw.url, chat_body, "sk-b")
+        for t in threads:
+            t.join()
+        assert other.status_code == 200, other.text
+        held = gw.call(lambda g: dict(g.shares.held))
+        metrics = httpx.get(gw.url + "/metrics", headers={"Authorization": "Bearer sk-a"}).text
+    assert sorted(r.status_code for r in greedy) == [200, 200, 429, 429]
+    refused = next(r for r in greedy if r.status_code == 429)
+    assert refused.json()["error"]["code"] == "too_many_requests"
+    assert refused.json()["error"]["type"] == "rate_limit_error"
+    assert int(refused.headers["retry-after"]) >= 1
+    assert 'ttft_gateway_shed_total{model="m",reason="client_limit"} 2.0' in metrics
+    assert held == {}
+
+
+def test_without_keys_the_share_is_per_address_and_configurable(chat_body: dict[str, Any]) -> None:
+    admission = {**ADMISSION, "max_requests_per_client": 1}
+    with (
+        scripted(first_token_delay_ms=500, n_tokens=1) as up,
+        gateway_for([up.base_url], admission=admission) as gw,
+    ):
+        results: list[httpx.Response] = []
+
+        def one() -> None:
+            results.append(httpx.post(gw.url + "/v1/chat/completions", json=chat_body, timeout=30))
+
+        threads = [threading.Thread(target=one) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert sorted(r.status_code for r in results) == [200, 429]
+
+
+def test_a_client_that_leaves_while_queued_gives_back_its_place(chat_body: dict[str, Any]) -> None:
+    with (
+        scripted(first_token_delay_ms=1500, n_tokens=1) as up,
+        gateway_for([up.base_url], admission=ADMISSION) as gw,
+    ):
+        running = threading.Thread(
+            target=lambda: httpx.post(gw.url + "/v1/chat/completions", json=chat_body, timeout=30)
+        )
+        running.start()
+        time.sleep(0.3)
+        body = httpx.Request("POST", gw.url + "/v1/chat/completions", json=chat_body)
+        head = (
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body.content)}\r\n\r\n"
+        ).encode()
+        sock = socket.create_connection((gw.gateway.server.host, gw.gateway.server.port))
+        sock.sendall(head + body.content)
+        time.sleep(0.3)
+        queued = gw.call(lambda g: g.models["m"].replicas[0].admission.waiting)
+        sock.close()
+        time.sleep(0.3)
+        admission = gw.call(lambda g: vars(g.models["m"].replicas[0].admission).copy())
+        # Counted as cancelled: it was not, having never reached an upstream.
+        assert gw.call(lambda g: g.metrics.cancelled.get("m")) == 1.0
+        held = gw.call(lambda g: dict(g.shares.held))
+        running.join()
+    assert queued == 1
+    assert admission["in_flight"] == 1 and admission["queued"] == {"short": 0, "long": 0}
+    assert held == {("addr:127.0.0.1", "m"): 1}  # only the running one is left
