@@ -48,7 +48,9 @@ class Gateway:
             m.name: build_runtime(config, m, self.metrics) for m in config.models
         }
         self.proxy = Proxy(config, self.models, self.metrics)
-        self.shares = ClientShares(config.admission.max_requests_per_client, self.metrics)
+        self.shares = ClientShares(
+            config.admission.max_requests_per_client, self.metrics, keyed=bool(config.api_keys)
+        )
         limits = config.limits
         self.server = HttpServer(
             self.handle,

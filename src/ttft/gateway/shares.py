@@ -4,8 +4,12 @@ The queue is first come, first served and bounded (``queue_size``), so without a
 client that sends many long requests at once fills it, and every other client is refused (429
 ``queue_full``) until they end. A client is an API key, or the client's address on a gateway
 without keys; it may hold at most ``admission.max_requests_per_client`` requests of one model
-(default: half of what the model's replicas hold, in flight plus queued), and one more is
-refused at once (429 ``too_many_requests``) while the others still find room.
+(default with keys: half of what the model's replicas hold, in flight plus queued), and one more
+is refused at once (429 ``too_many_requests``) while the others still find room.
+
+Without keys there is no default share: every client of such a gateway usually has one address
+(loopback, or the proxy in front), so a share per address would throttle a single load
+generator such as ``ttft bench`` or ``tune``'s gateway step; it applies when configured.
 """
 
 from __future__ import annotations
@@ -23,14 +27,19 @@ REASON = "client_limit"
 class ClientShares:
     """Counts per (client, model); all methods run on the event loop's thread."""
 
-    def __init__(self, configured: int | None, metrics: GatewayMetrics) -> None:
-        self.configured = configured  # None: half the model's room; 0: no limit
+    def __init__(
+        self, configured: int | None, metrics: GatewayMetrics, *, keyed: bool = True
+    ) -> None:
+        self.configured = configured  # None: half the model's room (with keys); 0: no limit
+        self.keyed = keyed
         self.metrics = metrics
         self.held: dict[tuple[str, str], int] = {}
 
     def limit(self, runtime: ModelRuntime) -> int:
         if self.configured is not None:
             return self.configured
+        if not self.keyed:
+            return 0
         # Read per request: the in-flight caps change when an engine reports its slots.
         room = sum(r.admission.max_in_flight + r.admission.queue_size for r in runtime.replicas)
         return max(1, room // 2)
