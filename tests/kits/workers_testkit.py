@@ -87,7 +87,13 @@ def starved(pid: int) -> Iterator[None]:
     # within one session's group, and a Ray worker has a session of its own: its group's share
     # against the hog's is set through /proc/PID/autogroup, where the kernel allows it.
     group = Path(f"/proc/{pid}/autogroup")
-    old_group = _group_nice(group)
+    # Never the test run's own group: a run killed before the restore below left every later
+    # process of the session at nice 19, and then no worker could be starved relative to a hog.
+    old_group = (
+        None
+        if _group_name(group) == _group_name(Path("/proc/self/autogroup"))
+        else _group_nice(group)
+    )
     try:
         for tid in threads:
             with contextlib.suppress(OSError):  # a thread that ended meanwhile
@@ -107,6 +113,14 @@ def starved(pid: int) -> Iterator[None]:
         if old_group is not None:
             with contextlib.suppress(OSError):
                 group.write_text(str(old_group))
+
+
+def _group_name(group: Path) -> str | None:
+    """A process's autogroup ("/autogroup-12"), None without autogroups."""
+    try:
+        return group.read_text().split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def _group_nice(group: Path) -> int | None:
