@@ -360,7 +360,10 @@ class Connection(asyncio.Protocol):
 
     def sweep(self, now: float) -> None:
         if self._write_deadline is not None and now >= self._write_deadline:
-            log.info("dropping %s: it read nothing for %ss", self.peer, self.server.write_timeout_s)
+            why = "dropping %s: it read nothing for %ss"
+            self.server.quiet_log.log(
+                "write", logging.INFO, why, self.peer, self.server.write_timeout_s
+            )
             self.abort()
             return
         if self._deadline is not None and now >= self._deadline:

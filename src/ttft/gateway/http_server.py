@@ -17,6 +17,7 @@ from ttft.gateway.http_conn import Connection
 from ttft.gateway.http_limits import clamp_connections, file_limit, install_accept_log
 from ttft.gateway.http_response import Response
 from ttft.gateway.http_wire import Request
+from ttft.gateway.log_limit import ThrottledLog
 
 log = logging.getLogger("ttft.gateway")
 
@@ -64,6 +65,8 @@ class HttpServer:
         self._sweeper: asyncio.Task[None] | None = None
         # Refused over a connection limit: not counted, but still closed on time.
         self._lingering: set[Connection] = set()
+        # Lines clients can cause (a crowd that reads nothing): one per interval, with a count.
+        self.quiet_log = ThrottledLog(log)
         self.host = ""
         self.port = 0
 

@@ -20,6 +20,7 @@ from ttft.gateway.admission import Shed
 from ttft.gateway.config import GatewayConfig, engine_adapter
 from ttft.gateway.errors import GatewayError, overloaded, upstream_failed
 from ttft.gateway.http_server import Request, Response
+from ttft.gateway.log_limit import ThrottledLog
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.plan import CHAT, COMPLETIONS, PATHS, Plan, Planner
 from ttft.gateway.routing import NONE
@@ -42,6 +43,7 @@ class Proxy:
         self.models = models
         self.metrics = metrics
         self.planner = Planner(config, models, metrics)
+        self._log = ThrottledLog(log)
 
     def plan(
         self, request: Request, endpoint: str, body: dict[str, Any], priority_boost: int = 0
@@ -202,9 +204,17 @@ class Proxy:
         exc: RequestFailed,
     ) -> RequestFailed | None:
         self.metrics.upstream_errors.inc(replica.name, exc.kind)
-        # The details (host, port, the OS's words) go to the log; the client gets the kind.
-        log.warning(
-            "%s: %s failed (%s): %s", plan.runtime.name, replica.name, exc.kind, exc.message
+        # The details (host, port, the OS's words) go to the log, once per replica, kind and
+        # interval (a client that can make requests fail must not flood it); the client gets
+        # the kind.
+        self._log.log(
+            (replica.name, exc.kind),
+            logging.WARNING,
+            "%s: %s failed (%s): %s",
+            plan.runtime.name,
+            replica.name,
+            exc.kind,
+            exc.message,
         )
         if exc.kind in _MARK_DOWN:
             replica.mark_down(exc.message)
