@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ttft.gateway.log_limit import ThrottledLog
+
 log = logging.getLogger("ttft.gateway")
 
 # Descriptors kept for everything that is not a client connection: listening sockets, the
@@ -41,7 +43,8 @@ def clamp_connections(wanted: int, limit: int | None) -> int:
 
 
 class AcceptErrorLog:
-    """An event-loop exception handler that logs accept() failures at most once per interval.
+    """An event-loop exception handler that logs accept() failures at most once per interval
+    (``ThrottledLog``, with the count of the rest).
 
     Everything else goes to the handler that was there before (or the loop's default).
     """
@@ -53,11 +56,7 @@ class AcceptErrorLog:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.previous = previous
-        self.interval_s = interval_s
-        self.clock = clock
-        self.suppressed = 0
-        self.logged = 0
-        self._next_at = 0.0
+        self._log = ThrottledLog(log, interval_s, clock)
 
     @staticmethod
     def is_accept_error(context: dict[str, Any]) -> bool:
@@ -72,20 +71,13 @@ class AcceptErrorLog:
             else:
                 loop.default_exception_handler(context)
             return
-        now = self.clock()
-        if now < self._next_at:
-            self.suppressed += 1
-            return
-        self._next_at = now + self.interval_s
         exc = context.get("exception")
-        more = f" ({self.suppressed} more since the last report)" if self.suppressed else ""
-        self.suppressed = 0
-        self.logged += 1
-        log.error(
-            "cannot accept connections: %s%s; raise the file limit (ulimit -n) or lower "
+        self._log.log(
+            "accept",
+            logging.ERROR,
+            "cannot accept connections: %s; raise the file limit (ulimit -n) or lower "
             "limits.max_connections",
             exc if exc is not None else context.get("message"),
-            more,
         )
 
 
