@@ -217,14 +217,14 @@ class Gateway:
         default = self.config.admission.max_priority_boost
         if not self._boosts:
             return default
-        token = request.headers.get("authorization", "").partition(" ")[2].strip()
+        token = _bearer(request)
         # The key was verified in constant time already; this lookup only reads its settings.
         return self._boosts.get(token, default)
 
     def _client(self, request: Request) -> str:
         """Who a request's share counts against: its key (verified already), else its address."""
         if self._keys:
-            return "key:" + request.headers.get("authorization", "").partition(" ")[2].strip()
+            return "key:" + _bearer(request)
         return "addr:" + request.peer.rpartition(":")[0]
 
     def _authorize(self, request: Request) -> None:
@@ -283,3 +283,8 @@ class Gateway:
                 ],
             }
         return ok, {"status": "ok" if ok else "degraded", "models": models}
+
+
+def _bearer(request: Request) -> str:
+    """The key of ``Authorization: Bearer <key>`` (checked by ``_authorize`` before use)."""
+    return request.headers.get("authorization", "").partition(" ")[2].strip()

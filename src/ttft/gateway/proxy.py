@@ -85,7 +85,8 @@ class Proxy:
                 ) from None
             self.metrics.queue.observe(waited / 1e9, runtime.name, plan.lane)
             pins = replica.slot_pins
-            # A client that names its slot keeps it (and the bookkeeping stays out of its way).
+            # The planner drops a client's id_slot where slots are pinned; one still here came
+            # before this replica's slot count was learned: leave it, never send two.
             slot = pins.take(plan.lane, plan.key) if pins and "id_slot" not in plan.body else None
             try:
                 failure = await self._send(request, response, plan, replica, waited, slot)
