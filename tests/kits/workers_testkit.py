@@ -55,12 +55,46 @@ def run(
 
 
 def shape(value: Any) -> Any:
-    """The keys of a JSON document, recursively (values dropped): its schema, roughly."""
+    """The keys of a JSON document, recursively (values dropped): its schema, roughly. A list's
+    shape is the merged shape of its items; an empty list and a null are left open (``None``),
+    because how many checks a verdict lists, or whether a statistic had samples, depends on the
+    run's timing, not on its schema."""
     if isinstance(value, dict):
         return {k: shape(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [shape(value[0])] if value else []
+        merged: Any = None
+        for item in value:
+            merged = _merge(merged, shape(item))
+        return ["list", merged]
     return type(value).__name__ if value is not None else None
+
+
+def _merge(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {k: _merge(a.get(k), b.get(k)) for k in a.keys() | b.keys()}
+    return a
+
+
+def shape_mismatches(a: Any, b: Any, where: str = "$") -> list[str]:
+    """Where the shapes of two documents differ: the same keys everywhere, the same types where
+    both sides hold a value; an open side (empty list, null) matches anything."""
+    sa, sb = (a, b) if where != "$" else (shape(a), shape(b))
+    if sa is None or sb is None:
+        return []
+    if isinstance(sa, dict) and isinstance(sb, dict):
+        out = [f"{where}.{k}: only in {'first' if k in sa else 'second'}" for k in sa.keys() ^ sb.keys()]
+        for k in sa.keys() & sb.keys():
+            out += shape_mismatches(sa[k], sb[k], f"{where}.{k}")
+        return out
+    if isinstance(sa, list) and isinstance(sb, list):
+        return shape_mismatches(sa[1], sb[1], f"{where}[]")
+    if sa == "int" and sb == "float" or sa == "float" and sb == "int":
+        return []  # JSON numbers: a mean can be a whole number in one run
+    return [] if sa == sb else [f"{where}: {sa} against {sb}"]
 
 
 def _threads(pid: int) -> list[int]:

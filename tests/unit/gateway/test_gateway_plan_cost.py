@@ -75,11 +75,23 @@ def test_hygiene_moves_at_most_a_bounded_number_of_values() -> None:
 def test_hygiene_on_one_long_line_of_ids_is_not_quadratic() -> None:
     """Values on one long line: each one's sentence was searched on a copy of the line (4,000
     values: ~1 s; 16,000: 15 s; a 4 MB body: minutes of a blocked event loop)."""
-    p = planner(hygiene=True)
-    started = time.perf_counter()
-    plan(p, system("request id=a1b2c3 " * 4_000))
-    assert time.perf_counter() - started < 0.4
-    assert moves(p) <= HYGIENE_MAX_MOVES
+
+    def cost(values: int) -> float:
+        """The best of three plans of a body with ``values`` ids on one line: the least
+        disturbed by other tenants of the machine."""
+        best = float("inf")
+        for _ in range(3):
+            p = planner(hygiene=True)
+            started = time.perf_counter()
+            plan(p, system("request id=a1b2c3 " * values))
+            best = min(best, time.perf_counter() - started)
+            assert moves(p) <= HYGIENE_MAX_MOVES
+        return best
+
+    # Four times the values cost about four times as much (linear), not sixteen (quadratic):
+    # a relation measured in one run, whatever the machine's speed.
+    small, large = cost(2_000), cost(8_000)
+    assert large < 8 * small, f"2,000 ids: {small * 1e3:.1f} ms, 8,000: {large * 1e3:.1f} ms"
 
 
 def test_hygiene_leaves_values_past_the_scanned_head_alone() -> None:

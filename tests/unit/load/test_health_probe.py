@@ -30,7 +30,9 @@ def _probe(body: str) -> HealthSample:
 def test_an_idle_loop_wakes_on_time_and_uses_little_cpu() -> None:
     sample = _probe("idle")
     assert sample.loop_samples >= 10
-    assert sample.loop_lag_p99_ns is not None and sample.loop_lag_p99_ns < 15_000_000
+    # On time: far below the 60 ms a blocking callback adds (the next test), even when a
+    # neighbour holds a core.
+    assert sample.loop_lag_p99_ns is not None and sample.loop_lag_p99_ns < 50_000_000
     assert sample.cpu_share is not None and sample.cpu_share < 0.5
     assert sample.reads == 3 and sample.read_gap_max_ns == 3_000
 

