@@ -58,6 +58,8 @@ class Gateway:
             max_header_bytes=limits.max_header_bytes,
             max_body_bytes=limits.max_body_bytes,
             max_bodies_in_flight_bytes=limits.max_bodies_in_flight_bytes,
+            max_bodies_in_flight_bytes_per_client=limits.max_bodies_in_flight_bytes_per_client,
+            body_timeout_s=limits.body_timeout_s,
             max_connections=limits.max_connections,
             max_connections_per_client=limits.max_connections_per_client,
             first_request_timeout_s=limits.first_request_timeout_s,
@@ -136,12 +138,15 @@ class Gateway:
 
     # -- requests --------------------------------------------------------------------------
 
-    def precheck(self, request: Request) -> None:
-        """What the head alone decides, before any body byte is read: route, method, key.
+    def precheck(self, request: Request) -> str | None:
+        """What the head alone decides, before any body byte is read: key, route, method.
+        Returns whom the request's body counts against (its key; None: its address).
 
-        With no keys, the Host must be a loopback name (or ``allowed_hosts``) and a POST must be
-        ``application/json``: a web page the user visits cannot then reach an open gateway on
-        localhost, neither by DNS rebinding nor by a form post (which needs no CORS preflight).
+        The key comes first: without one, an unknown route is a 401 like any other, so the
+        route list is not readable without a key. With no keys, the Host must be a loopback
+        name (or ``allowed_hosts``) and a POST must be ``application/json``: a web page the
+        user visits cannot then reach an open gateway on localhost, neither by DNS rebinding
+        nor by a form post (which needs no CORS preflight).
         """
         path = request.path
         host = request.headers.get("host")
@@ -149,6 +154,9 @@ class Gateway:
             # RFC 9112, 3.2: a 400; and the Host check below must not be skipped by leaving
             # the header out.
             raise bad_request("an HTTP/1.1 request needs a Host header")
+        public = self.config.public_metrics and path in ("/health", "/metrics")
+        if self._keys and not public:
+            self._authorize(request)
         expect = request.headers.get("expect")
         if expect is not None and expect.lower() != "100-continue":
             # RFC 9110, 10.1.1: an expectation we cannot meet is a 417, not silently ignored.
@@ -165,23 +173,23 @@ class Gateway:
                 "serves /v1/chat/completions, /v1/completions, /v1/models, "
                 "/health and /metrics"
             )
-        if not self._keys:
-            if host is not None and host_name(host) not in self._hosts:
-                raise GatewayError(
-                    403,
-                    "this gateway has no API keys, so it answers only requests addressed to "
-                    "localhost; set api_keys or allowed_hosts to serve other names",
-                    code="host_not_allowed",
-                )
-            media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
-            if request.method == "POST" and media != "application/json":
-                raise GatewayError(
-                    415,
-                    "send the body as Content-Type: application/json",
-                    code="unsupported_media_type",
-                )
-        elif path in _ENDPOINTS or path == "/v1/models" or not self.config.public_metrics:
-            self._authorize(request)
+        if self._keys:
+            return None if public else "key:" + _bearer(request)
+        if host is not None and host_name(host) not in self._hosts:
+            raise GatewayError(
+                403,
+                "this gateway has no API keys, so it answers only requests addressed to "
+                "localhost; set api_keys or allowed_hosts to serve other names",
+                code="host_not_allowed",
+            )
+        media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if request.method == "POST" and media != "application/json":
+            raise GatewayError(
+                415,
+                "send the body as Content-Type: application/json",
+                code="unsupported_media_type",
+            )
+        return None
 
     async def handle(self, request: Request, response: Response) -> None:
         endpoint = _ENDPOINTS.get(request.path)

@@ -143,6 +143,9 @@ class LimitsConfig:
     # Per client address; behind a proxy every client has the proxy's address: raise it or 0.
     max_connections_per_client: int = 256
     max_bodies_in_flight_bytes: int = 64 * 1024 * 1024  # all request bodies being received
+    # One client's part of it (its key, else its address); unset: a quarter, 0: no share.
+    max_bodies_in_flight_bytes_per_client: int | None = None
+    body_timeout_s: float = 10.0  # the most time between two reads of a request body
     first_request_timeout_s: float = 10.0  # a new connection must send its first request
     read_timeout_s: float = 30.0  # to receive a whole request once it started
     idle_timeout_s: float = 75.0  # a keep-alive client connection with nothing to do

@@ -26,6 +26,10 @@ _clock = time.perf_counter_ns
 _TEXT = re.compile(rb'"(?:content|text|reasoning_content|reasoning)":"[^"]')
 
 HeadFn = Callable[[int, str, int], list[tuple[str, str]]]
+# The most bytes of an event stream without an event completing (a line, or an event of many
+# lines). An engine's events are a few hundred bytes; an endless line grew the decoder's
+# buffer without bound and was copied again on every read (15 s of CPU in 25 s).
+MAX_EVENT_BYTES = 1024 * 1024
 
 
 class ForwardSink:
@@ -117,6 +121,7 @@ class ChatStreamSink(ForwardSink):
     ) -> None:
         super().__init__(response, make_headers, on_first_token)
         self._decoder = SseDecoder()
+        self._pending = 0  # bytes fed since an event last completed
         self._translator = ChatStreamTranslator(include_usage)
         self._translate = False
 
@@ -129,7 +134,16 @@ class ChatStreamSink(ForwardSink):
             return super().on_body(data, t_ns)
         if self.first_body_ns is None:
             self.first_body_ns = t_ns
-        out = b"".join(self._translator.event(e.data) for e in self._decoder.feed(data))
+        self._pending += len(data)
+        if self._pending > MAX_EVENT_BYTES:
+            raise RequestFailed(
+                errors.PROTOCOL, f"an event of the stream is longer than {MAX_EVENT_BYTES} bytes"
+            )
+        events = self._decoder.feed(data)
+        if events:
+            # What follows the last line end has not completed an event yet.
+            self._pending = len(data) - 1 - max(data.rfind(b"\n"), data.rfind(b"\r"))
+        out = b"".join(self._translator.event(e.data) for e in events)
         self._emit(out)
         return self.response.client_gone
 
