@@ -13,12 +13,15 @@ import hmac
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ttft.gateway.body_cost import body_cost
 from ttft.gateway.config import GatewayConfig
 from ttft.gateway.discover import discover_replica
 from ttft.gateway.errors import GatewayError, bad_request, not_found, unauthorized
 from ttft.gateway.hosts import allowed_hosts, host_name
+from ttft.gateway.http_budget import server_busy
 from ttft.gateway.http_server import HttpServer, Request, Response
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.proxy import CHAT, COMPLETIONS, Proxy, check_method
@@ -36,6 +39,8 @@ log = logging.getLogger("ttft.gateway")
 _clock = time.perf_counter_ns
 
 _ENDPOINTS = {"/v1/chat/completions": CHAT, "/v1/completions": COMPLETIONS}
+_COUNTED_BYTES = 4 * 1024  # bodies from this size have their parsing cost counted first
+_OFF_LOOP_BYTES = 64 * 1024  # and from this size are parsed in the parser thread
 
 
 class Gateway:
@@ -71,6 +76,9 @@ class Gateway:
         self._boosts = dict(config.key_priority_boosts)
         self._hosts = allowed_hosts(config)
         self._tasks: list[asyncio.Task[None]] = []
+        # One thread for large bodies: parsing is CPU work under the GIL, so more threads
+        # would only take more turns from the loop.
+        self._parser = ThreadPoolExecutor(1, thread_name_prefix="ttft-gateway-parse")
         self.started_at = time.time()
 
     @property
@@ -132,6 +140,7 @@ class Gateway:
                 await task
         self._tasks.clear()
         await self.server.stop()
+        self._parser.shutdown(wait=False, cancel_futures=True)
         for runtime in self.models.values():
             for replica in runtime.replicas:
                 replica.pool.close()
@@ -198,7 +207,7 @@ class Gateway:
         response.server_timing = lambda: f"gateway;dur={(_clock() - received) / 1e6:.3f}"
         try:
             if endpoint is not None:
-                body = parse_body(request.body)
+                body = await self._parse(request)
                 plan = self.proxy.plan(request, endpoint, body, self._boost(request))
                 model = plan.runtime.name
                 with self.shares.hold(self._client(request), plan.runtime):
@@ -219,6 +228,34 @@ class Gateway:
         finally:
             if response.status is not None and label in ("chat", "completions", "/v1/models"):
                 self.metrics.requests.inc(model, label, str(response.status))
+
+    async def _parse(self, request: Request) -> dict[str, Any]:
+        """The body, parsed where it cannot stall other connections for long.
+
+        Past a few KiB its cost is counted first (``body_cost``, C passes over the bytes): over
+        ``limits.max_body_cost`` it is a 413 without being parsed, and what the parsed body
+        will hold is charged to the body budget (503 when spent). Past 64 KiB it is parsed in
+        the gateway's parser thread: the loop keeps serving while it runs (objects, the costly
+        kind, call back into Python, which lets the loop take its turns).
+        """
+        raw = request.body
+        if len(raw) < _COUNTED_BYTES:
+            return parse_body(raw)
+        cost = body_cost(raw)
+        limit = self.config.limits.max_body_cost
+        if cost.units > limit:
+            raise GatewayError(
+                413,
+                f"the request body holds too many JSON values to parse here (cost {cost.units}, "
+                f"at most {limit}); send fewer, longer values",
+                code="body_too_complex",
+            )
+        if request.charge is not None and not request.charge(cost.memory):
+            raise server_busy()
+        if len(raw) < _OFF_LOOP_BYTES:
+            return parse_body(raw)
+        loop = self.server.loop or asyncio.get_running_loop()
+        return await loop.run_in_executor(self._parser, parse_body, raw)
 
     def _boost(self, request: Request) -> int:
         """How far below 0 this request's key may set ``priority`` (checked by ``plan``)."""

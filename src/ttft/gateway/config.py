@@ -153,6 +153,8 @@ class LimitsConfig:
     max_tokens: int = 1024 * 1024  # the most max_tokens / max_completion_tokens a request asks
     max_n: int = 16  # the most choices (``n``) a request asks
     max_messages: int = 4096  # per chat request: each costs Python work on the event loop
+    # A body's parsing cost, counted before parsing it (units of ~50 ns here; body_cost.py).
+    max_body_cost: int = 500_000
     connect_timeout_s: float = 5.0
     upstream_idle_timeout_s: float = 600.0  # silence from an upstream in the middle of an answer
     max_response_bytes: int = 16 * 1024 * 1024  # a non-streamed answer we must translate

@@ -97,6 +97,13 @@ class BodyIntake:
         self._chunks.append(data if taken == len(data) else data[:taken])
         return taken
 
+    def charge(self, n: int) -> bool:
+        """Hold ``n`` more bytes for what the parsed body will cost; False when over a limit."""
+        if not self._budget.reserve(self.client, n):
+            return False
+        self.reserved += max(0, n)
+        return True
+
     def body(self) -> bytes:
         """The whole body, joined once."""
         chunks, self._chunks = self._chunks, []

@@ -13,6 +13,7 @@ pipelined requests are not parsed before the server wants them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httptools
@@ -53,6 +54,9 @@ class Request:
     body: bytes  # empty until the whole body arrived (the head is checked before that)
     received_ns: int  # perf_counter_ns when the request's first bytes arrived
     peer: str
+    # Holds ``n`` more bytes of the body budget for this request (what its parsed body will
+    # cost beyond its bytes) until it has been answered; False when the budget is spent.
+    charge: Callable[[int], bool] | None = None
 
     @property
     def content_length(self) -> int:
