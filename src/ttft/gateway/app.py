@@ -71,6 +71,7 @@ class Gateway:
             read_timeout_s=limits.read_timeout_s,
             idle_timeout_s=limits.idle_timeout_s,
             write_timeout_s=limits.write_timeout_s,
+            stall_timeout_s=limits.stream_stall_timeout_s,
         )
         self._keys = tuple(k.encode() for k in config.api_keys)
         self._boosts = dict(config.key_priority_boosts)
@@ -210,8 +211,9 @@ class Gateway:
                 body = await self._parse(request)
                 plan = self.proxy.plan(request, endpoint, body, self._boost(request))
                 model = plan.runtime.name
-                with self.shares.hold(self._client(request), plan.runtime):
-                    await self.proxy.run(request, response, plan)
+                client = self._client(request)
+                with self.shares.hold(client, plan.runtime):
+                    await self.proxy.run(request, response, plan, client)
             elif request.path == "/v1/models":
                 self._send_json(response, 200, self._models_body())
             elif request.path == "/health":

@@ -121,6 +121,8 @@ class AdmissionConfig:
     pin_slots: bool = True
     # Per client (key, else address) and model, queued + in flight; None: half (gateway/shares)
     max_requests_per_client: int | None = None
+    # Per client and replica, in flight; None: half the slots with keys, no limit without.
+    max_slots_per_client: int | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,8 @@ class LimitsConfig:
     read_timeout_s: float = 30.0  # to receive a whole request once it started
     idle_timeout_s: float = 75.0  # a keep-alive client connection with nothing to do
     write_timeout_s: float = 60.0  # a client that reads nothing of its answer for this long
+    # A stream holding an engine slot whose client stops taking it (its socket stays full)
+    stream_stall_timeout_s: float = 10.0
     max_tokens: int = 1024 * 1024  # the most max_tokens / max_completion_tokens a request asks
     max_n: int = 16  # the most choices (``n``) a request asks
     max_messages: int = 4096  # per chat request: each costs Python work on the event loop

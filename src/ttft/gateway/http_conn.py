@@ -127,8 +127,14 @@ class Connection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.write_paused = True
-        self._write_deadline = self.server.now() + self.server.write_timeout_s
         response = self._response
+        # A stream that holds an engine slot (its upstream is paused with it) may stall for
+        # ``stall_timeout_s`` only: a client reading 200 B/s never reads *nothing*, and held
+        # the slot for as long as it liked. It is dropped, which frees the slot.
+        server = self.server
+        holds_slot = response is not None and response.on_pause is not None
+        wait = min(server.stall_timeout_s, server.write_timeout_s) if holds_slot else None
+        self._write_deadline = server.now() + (wait or server.write_timeout_s)
         if response is not None and response.on_pause is not None:
             response.on_pause(True)
 
@@ -388,10 +394,8 @@ class Connection(asyncio.Protocol):
 
     def sweep(self, now: float) -> None:
         if self._write_deadline is not None and now >= self._write_deadline:
-            why = "dropping %s: it read nothing for %ss"
-            self.server.quiet_log.log(
-                "write", logging.INFO, why, self.peer, self.server.write_timeout_s
-            )
+            why = "dropping %s: it read too slowly to take its answer"
+            self.server.quiet_log.log("write", logging.INFO, why, self.peer)
             self.abort()
             return
         if self._deadline is not None and now >= self._deadline:

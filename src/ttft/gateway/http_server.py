@@ -48,6 +48,7 @@ class HttpServer:
         read_timeout_s: float = 30.0,
         idle_timeout_s: float = 75.0,
         write_timeout_s: float = 60.0,
+        stall_timeout_s: float = 10.0,  # a stream holding an engine slot, its client not reading
     ) -> None:
         self.handler = handler
         self.precheck = precheck
@@ -66,6 +67,7 @@ class HttpServer:
         self.read_timeout_s = read_timeout_s
         self.idle_timeout_s = idle_timeout_s
         self.write_timeout_s = write_timeout_s
+        self.stall_timeout_s = stall_timeout_s
         self.connections: set[Connection] = set()
         self.per_client: dict[str, int] = {}
         self.refused_connections = 0
@@ -140,6 +142,7 @@ class HttpServer:
                 self.idle_timeout_s / 4,
                 self.first_request_timeout_s / 4,
                 self.write_timeout_s / 4,
+                self.stall_timeout_s / 4,
                 self.body_timeout_s / 4,
             ),
         )

@@ -59,7 +59,7 @@ class Proxy:
 
     # -- sending ---------------------------------------------------------------------------
 
-    async def run(self, request: Request, response: Response, plan: Plan) -> None:
+    async def run(self, request: Request, response: Response, plan: Plan, client: str = "") -> None:
         runtime = plan.runtime
         tried: set[int] = set()
         last: RequestFailed | None = None
@@ -76,7 +76,7 @@ class Proxy:
             replica = runtime.replicas[choice.index]
             try:
                 waited = await replica.admission.acquire(
-                    plan.lane, plan.priority, self.config.admission.queue_timeout_s
+                    plan.lane, plan.priority, self.config.admission.queue_timeout_s, client
                 )
             except asyncio.CancelledError:
                 self.metrics.cancelled.inc(runtime.name)  # left while it waited in the queue
@@ -98,7 +98,7 @@ class Proxy:
             try:
                 failure = await self._send(request, response, plan, replica, waited, slot)
             finally:
-                replica.admission.release(plan.lane)
+                replica.admission.release(plan.lane, client)
                 if pins is not None:
                     pins.give_back(slot)
             if failure is None:

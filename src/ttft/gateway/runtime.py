@@ -143,6 +143,9 @@ def build_runtime(
                 split_lanes=admission.split_lanes,
                 short_burst=admission.short_burst,
                 long_reserve=resolve_long_reserve(admission.long_reserve, cap),
+                client_slots=admission.max_slots_per_client
+                if admission.max_slots_per_client is not None or config.api_keys
+                else 0,
             ),
             f"{host_header}:{up.port}",
             cap_from_engine=given is None,

@@ -123,4 +123,4 @@ def test_health_stays_quick_while_one_client_sends_costly_bodies() -> None:
     assert sent[0] >= 3
     # Generous: the machine is shared. Before, one such body held the loop for 0.4-0.8 s.
     print(f"/health max quiet {quiet[-1] * 1e3:.1f} ms, p99 under attack {p99 * 1e3:.1f} ms")
-    assert p99 < max(0.25, 5 * quiet[-1]), (p99, quiet[-1], sent[0])
+    assert p99 < max(0.3, 5 * quiet[-1]), (p99, quiet[-1], sent[0])

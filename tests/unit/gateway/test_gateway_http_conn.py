@@ -63,3 +63,35 @@ def test_a_refusal_to_a_client_that_is_gone_logs_no_traceback(
             assert transport.aborted
     assert not any(r.exc_info for r in caplog.records)
     assert len(caplog.records) <= 1  # throttled: one line per interval
+
+
+class _Transport(_GoneTransport):
+    def write_eof(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+
+def test_a_stream_holding_an_engine_slot_is_dropped_when_its_client_stalls() -> None:
+    """A client reading 200 B/s is never silent, so the write timeout (60 s) never fired and
+    its stream held an engine slot as long as it liked (issue 28). A stream whose upstream is
+    paused with it may stall ``stall_timeout_s``; a gateway answer (no slot) keeps 60 s."""
+    from ttft.gateway.http_response import Response
+
+    server = HttpServer(_never, stall_timeout_s=10, write_timeout_s=60, first_request_timeout_s=100)
+    outcomes = []
+    for holds_slot in (True, False):
+        conn = Connection(server)
+        transport = _Transport()
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        response = Response(conn, True)
+        if holds_slot:
+            response.on_pause = lambda paused: None
+        conn._response = response
+        conn.pause_writing()
+        conn.sweep(server.now() + 11)
+        outcomes.append(transport.aborted)
+        conn.sweep(server.now() + 61)
+        assert transport.aborted
+    assert outcomes == [True, False]
