@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ttft.client import errors
 from ttft.client.errors import RequestFailed
 from ttft.core.errors import TtftError
 from ttft.engines import control
@@ -198,6 +199,13 @@ async def check_health(replica: Replica, timeout_s: float) -> None:
         # 503 is llama-server loading its model; 404 a server without /health that answered.
         ok, why = status < 500, f"GET /health answered {status}"
     except (RequestFailed, TimeoutError, OSError) as exc:
+        timed_out = isinstance(exc, TimeoutError) or (
+            isinstance(exc, RequestFailed) and exc.kind == errors.TIMEOUT
+        )
+        if timed_out and replica.pool.sent_within(timeout_s):
+            # Busy, not dead: a Python engine streaming 100 MB to one client answered its
+            # health check late, and the gateway's /health said 503 for over a second.
+            return
         ok, why = False, str(exc) or type(exc).__name__
     if ok:
         if not replica.healthy:
