@@ -28,7 +28,6 @@ from ttft.gateway.http_wire import BadHead, HeadParser, Request, plain_head
 if TYPE_CHECKING:
     from ttft.gateway.http_server import HttpServer
 
-log = logging.getLogger("ttft.gateway")
 
 _clock = time.perf_counter_ns
 # While a request is answered the client may already send its next one (pipelining): hold at
@@ -273,7 +272,15 @@ class Connection(asyncio.Protocol):
                 raise
             return  # the client went away; the handler cleaned up after itself
         except Exception:
-            log.exception("unhandled error for %s %s", request.method, request.path)
+            # A client that found a bug could otherwise write a traceback per request.
+            self.server.quiet_log.log(
+                "unhandled",
+                logging.ERROR,
+                "unhandled error for %s %s",
+                request.method,
+                request.path[:200],
+                exc_info=True,
+            )
             if not response.started and not self.closed:
                 response.send_error(
                     GatewayError(

@@ -3,9 +3,11 @@ between reads (issue 28). Every test here failed on the server before that round
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 
+import pytest
 from gateway_testkit import http_server, read_response
 
 from ttft.gateway.http_server import Request, Response
@@ -135,3 +137,17 @@ def test_connections_refused_over_the_cap_give_their_descriptors_back_at_once() 
         finally:
             for sock in kept + refused:
                 sock.close()
+
+
+def test_a_handler_error_logs_one_traceback_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    """A client that found a bug wrote a full traceback per request; now one per 10 s, with
+    the count of the rest, and every request still gets its 500."""
+
+    async def broken(request: Request, response: Response) -> None:
+        raise RuntimeError("bug")
+
+    with caplog.at_level(logging.ERROR, "ttft.gateway"), http_server(broken) as (_, port, _):
+        answers = [post(port, b"{}") for _ in range(20)]
+    assert all(a.startswith(b"HTTP/1.1 500 ") for a in answers)
+    tracebacks = [r for r in caplog.records if r.exc_info]
+    assert len(tracebacks) == 1, [r.getMessage() for r in caplog.records]
