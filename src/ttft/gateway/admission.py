@@ -107,7 +107,7 @@ class Admission:
         self.in_flight += 1
         if lane == LONG:
             self.long_in_flight += 1
-        if client:
+        if client and self.client_slots_setting != 0:
             self._by_client[client] = self._by_client.get(client, 0) + 1
 
     @property
@@ -186,7 +186,7 @@ class Admission:
         self.in_flight -= 1
         if lane == LONG:
             self.long_in_flight -= 1
-        if client:
+        if client and self.client_slots_setting != 0:
             left = self._by_client.get(client, 1) - 1
             if left > 0:
                 self._by_client[client] = left
