@@ -16,13 +16,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ttft.gateway.admission.shares import ClientShares
 from ttft.gateway.body_cost import body_cost
 from ttft.gateway.config import GatewayConfig
 from ttft.gateway.discover import discover_replica
 from ttft.gateway.errors import GatewayError, bad_request, not_found, unauthorized
 from ttft.gateway.hosts import allowed_hosts, host_name
-from ttft.gateway.http_budget import server_busy
-from ttft.gateway.http_server import HttpServer, Request, Response
+from ttft.gateway.http.budget import server_busy
+from ttft.gateway.http.server import HttpServer, Request, Response
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.proxy import CHAT, COMPLETIONS, Proxy, check_method
 from ttft.gateway.runtime import (
@@ -32,7 +33,6 @@ from ttft.gateway.runtime import (
     health_loop,
     setup_prerender,
 )
-from ttft.gateway.shares import ClientShares
 from ttft.gateway.validate import parse_body
 
 log = logging.getLogger("ttft.gateway")

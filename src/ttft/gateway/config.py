@@ -109,7 +109,7 @@ class AdmissionConfig:
     long_prompt_tokens: int = 1024  # a prompt above this goes to the long lane
     short_burst: int = 4  # short dispatches in a row before a waiting long one gets its turn
     # Slots of each replica that long requests may not take, kept for the short lane; None: 1 when
-    # max_in_flight >= 2, else 0 (admission.resolve_long_reserve). 0 turns the reserve off.
+    # max_in_flight >= 2, else 0 (admission.lanes.resolve_long_reserve). 0 turns the reserve off.
     long_reserve: int | None = None
     queue_timeout_s: float = 30.0
     # How far below 0 a request's ``priority`` may go (lower goes first): 0 means nobody jumps
@@ -117,9 +117,9 @@ class AdmissionConfig:
     max_priority_boost: int = 0
     # llama-server only, with a reserve and the slot count read from /props: send each request
     # to a chosen slot (``id_slot``), short ones to the lowest, whose tokens each batch takes
-    # first (gateway/slot_pins.py). Off: the engine picks slots itself.
+    # first (gateway/admission/slot_pins.py). Off: the engine picks slots itself.
     pin_slots: bool = True
-    # Per client (key, else address) and model, queued + in flight; None: half (gateway/shares)
+    # Per client (key, else address) and model, queued + in flight; None: half (admission/shares)
     max_requests_per_client: int | None = None
     # Per client and replica, in flight; None: half the slots with keys, no limit without.
     max_slots_per_client: int | None = None

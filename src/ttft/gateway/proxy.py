@@ -18,17 +18,17 @@ from typing import Any
 
 from ttft.client import errors
 from ttft.client.errors import RequestFailed
-from ttft.gateway.admission import Shed
+from ttft.gateway.admission.lanes import Shed
+from ttft.gateway.admission.slot_pins import with_slot
 from ttft.gateway.config import GatewayConfig, engine_adapter
 from ttft.gateway.errors import GatewayError, error_body, overloaded, upstream_failed
-from ttft.gateway.http_server import Request, Response
+from ttft.gateway.http.server import Request, Response
 from ttft.gateway.log_limit import ThrottledLog
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.plan import CHAT, COMPLETIONS, PATHS, Plan, Planner
 from ttft.gateway.routing import NONE
 from ttft.gateway.runtime import ModelRuntime, Replica
 from ttft.gateway.sinks import ChatJsonSink, ChatStreamSink, ForwardSink
-from ttft.gateway.slot_pins import with_slot
 from ttft.gateway.upstream import request_bytes
 
 _RETRYABLE = (errors.CONNECT, errors.DISCONNECT, errors.INCOMPLETE_STREAM)

@@ -25,7 +25,8 @@ from ttft.client import errors
 from ttft.client.errors import RequestFailed
 from ttft.core.errors import TtftError
 from ttft.engines import control
-from ttft.gateway.admission import Admission, default_max_in_flight, resolve_long_reserve
+from ttft.gateway.admission.lanes import Admission, default_max_in_flight, resolve_long_reserve
+from ttft.gateway.admission.slot_pins import SlotPins
 from ttft.gateway.config import (
     GatewayConfig,
     ModelConfig,
@@ -34,7 +35,6 @@ from ttft.gateway.config import (
 )
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.routing import Router
-from ttft.gateway.slot_pins import SlotPins
 from ttft.gateway.upstream import CollectSink, UpstreamPool, request_bytes
 
 log = logging.getLogger("ttft.gateway")
@@ -60,7 +60,7 @@ class Replica:
     last_error: str = ""
     # True while the in-flight cap is a default that the engine's own slot count may replace.
     cap_from_engine: bool = False
-    # llama-server's slots, once /props named them and pinning is on (gateway/slot_pins.py).
+    # llama-server's slots, once /props named them and pinning is on (admission/slot_pins.py).
     slot_pins: SlotPins | None = None
 
     @property

@@ -17,7 +17,7 @@ from ttft.client import errors
 from ttft.client.errors import RequestFailed
 from ttft.client.http import ResponseHead
 from ttft.client.sse import SseDecoder
-from ttft.gateway.http_server import Response
+from ttft.gateway.http.server import Response
 from ttft.gateway.translate import ChatStreamTranslator, chat_response
 
 _clock = time.perf_counter_ns

@@ -10,7 +10,7 @@ import time
 import pytest
 from gateway_testkit import http_server, read_response
 
-from ttft.gateway.http_server import Request, Response
+from ttft.gateway.http.server import Request, Response
 
 _BIG = 4 * 1024 * 1024
 

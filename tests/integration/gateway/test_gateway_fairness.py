@@ -138,5 +138,6 @@ def test_one_key_holds_at_most_half_of_a_replicas_slots(chat_body: dict[str, Any
         for thread in [*threads, other]:
             thread.join(30)
     assert set(first_bytes) == {"a1", "a2", "b1"}
-    # b1 came 0.3 s after a2 and started before it: a2 waited for a1's slot.
-    assert first_bytes["b1"] < first_bytes["a2"], first_bytes
+    # b1 came 0.3 s after the two streams of key a and started before the second of them,
+    # which waited for the first one's slot.
+    assert first_bytes["b1"] < max(first_bytes["a1"], first_bytes["a2"]), first_bytes

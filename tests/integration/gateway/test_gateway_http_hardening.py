@@ -8,8 +8,8 @@ import time
 import pytest
 from gateway_testkit import http_server, read_response
 
-from ttft.gateway import http_server as http_server_module
-from ttft.gateway.http_server import Request, Response
+from ttft.gateway.http import server as http_server_module
+from ttft.gateway.http.server import Request, Response
 
 
 async def echo(request: Request, response: Response) -> None:
@@ -249,7 +249,7 @@ def test_no_100_continue_for_an_http10_client_and_trailing_spaces_are_not_a_valu
 
 
 def test_repeated_headers_are_joined_in_linear_time() -> None:
-    from ttft.gateway.http_wire import HeadParser
+    from ttft.gateway.http.wire import HeadParser
 
     # Joined as they came, each repeat copied the value so far: 300,000 repeats (a 2.7 MB head,
     # allowed where max_header_bytes is raised) took 5 s of the event loop; now ~0.2 s.

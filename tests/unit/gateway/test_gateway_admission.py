@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from ttft.gateway.admission import LONG, SHORT, Admission, Shed, lane_for
+from ttft.gateway.admission.lanes import LONG, SHORT, Admission, Shed, lane_for
 
 
 def run(coro: object) -> object:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ttft.gateway.http_conn import Connection
-from ttft.gateway.http_server import HttpServer
+from ttft.gateway.http.conn import Connection
+from ttft.gateway.http.server import HttpServer
 
 
 class _GoneTransport:
@@ -77,7 +77,7 @@ def test_a_stream_holding_an_engine_slot_is_dropped_when_its_client_stalls() -> 
     """A client reading 200 B/s is never silent, so the write timeout (60 s) never fired and
     its stream held an engine slot as long as it liked (issue 28). A stream whose upstream is
     paused with it may stall ``stall_timeout_s``; a gateway answer (no slot) keeps 60 s."""
-    from ttft.gateway.http_response import Response
+    from ttft.gateway.http.response import Response
 
     server = HttpServer(_never, stall_timeout_s=10, write_timeout_s=60, first_request_timeout_s=100)
     outcomes = []

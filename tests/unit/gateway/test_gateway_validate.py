@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ttft.gateway.errors import GatewayError
-from ttft.gateway.http_limits import AcceptErrorLog, clamp_connections
+from ttft.gateway.http.limits import AcceptErrorLog, clamp_connections
 from ttft.gateway.validate import check_common, check_prompt, nesting_depth, parse_body
 from ttft.prompts.dynamic_content import find_dynamic
 

@@ -1,4 +1,4 @@
-"""One client connection of the HTTP/1.1 server (``http_server``): framing, limits, timers.
+"""One client connection of the HTTP/1.1 server (``server``): framing, limits, timers.
 
 What matters for TTFT: a response body is written to the socket the moment the handler has it
 (no response buffer, no compression, ever), the head goes out in the same write as the first body
@@ -7,7 +7,7 @@ client that goes away cancels its handler, so the upstream request is cancelled 
 
 What matters for safety, with a hostile client in mind (the list is in docs/gateway.md,
 "Security"): heads parsed by llhttp and bounded, bodies framed by ``Content-Length`` only and
-counted as they arrive against a budget (``http_budget``), the key checked from the head
+counted as they arrive against a budget (``budget``), the key checked from the head
 (``precheck``), pipelined requests held unparsed while the client does not read, and a deadline
 for every phase of a connection, checked by the server's sweeper.
 """
@@ -21,12 +21,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from ttft.gateway.errors import GatewayError
-from ttft.gateway.http_budget import BodyIntake, server_busy
-from ttft.gateway.http_response import Response
-from ttft.gateway.http_wire import BadHead, HeadParser, Request, plain_head
+from ttft.gateway.http.budget import BodyIntake, server_busy
+from ttft.gateway.http.response import Response
+from ttft.gateway.http.wire import BadHead, HeadParser, Request, plain_head
 
 if TYPE_CHECKING:
-    from ttft.gateway.http_server import HttpServer
+    from ttft.gateway.http.server import HttpServer
 
 
 _clock = time.perf_counter_ns

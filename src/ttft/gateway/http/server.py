@@ -1,6 +1,6 @@
 """A small HTTP/1.1 server on asyncio's Protocol API, made to pass token streams through.
 
-Each connection (``http_conn``) parses and answers its requests; the server holds what they
+Each connection (``conn``) parses and answers its requests; the server holds what they
 share: the connection counts (in all and per client address), the budget for request bodies in
 flight, the sweeper that enforces every connection's deadline, and a quiet accept log.
 """
@@ -13,11 +13,11 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from ttft.gateway.errors import GatewayError
-from ttft.gateway.http_budget import BodyBudget, client_share
-from ttft.gateway.http_conn import Connection
-from ttft.gateway.http_limits import clamp_connections, file_limit, install_accept_log
-from ttft.gateway.http_response import Response
-from ttft.gateway.http_wire import Request
+from ttft.gateway.http.budget import BodyBudget, client_share
+from ttft.gateway.http.conn import Connection
+from ttft.gateway.http.limits import clamp_connections, file_limit, install_accept_log
+from ttft.gateway.http.response import Response
+from ttft.gateway.http.wire import Request
 from ttft.gateway.log_limit import ThrottledLog
 
 log = logging.getLogger("ttft.gateway")
