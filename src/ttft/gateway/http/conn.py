@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, cast
 from ttft.gateway.errors import GatewayError
 from ttft.gateway.http.budget import BodyIntake, server_busy
 from ttft.gateway.http.response import Response
-from ttft.gateway.http.wire import BadHead, HeadParser, Request, plain_head
+from ttft.gateway.http.wire import BadHead, HeadParser, Request, framing, plain_head
 
 if TYPE_CHECKING:
     from ttft.gateway.http.server import HttpServer
@@ -178,25 +178,12 @@ class Connection(asyncio.Protocol):
         self, method: str, target: str, version: str, headers: dict[str, str]
     ) -> None:
         self.http11 = version == "HTTP/1.1"
-        if "transfer-encoding" in headers:
-            self._refuse(
-                411,
-                "chunked request bodies are not accepted; send Content-Length",
-                "length_required",
-            )
-            return
-        length = int(headers.get("content-length", "0"))
         server = self.server
-        if length > server.max_body_bytes:
-            self._refuse(
-                413,
-                f"request body of {length} bytes is over the gateway's limit of "
-                f"{server.max_body_bytes} bytes",
-                "body_too_large",
-            )
+        try:
+            length, keep = framing(headers, self.http11, server.max_body_bytes)
+        except GatewayError as exc:
+            self._refuse_with(exc)
             return
-        conn_tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-        keep = ("close" not in conn_tokens) if self.http11 else ("keep-alive" in conn_tokens)
         path, _, query = target.partition("?")
         request = Request(
             method, path, query, version, headers, b"", self._request_started_ns, self.peer

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import httptools
 
+from ttft.gateway.errors import GatewayError
+
 REASONS = {
     100: "Continue",
     200: "OK",
@@ -61,6 +63,26 @@ class Request:
     @property
     def content_length(self) -> int:
         return int(self.headers.get("content-length", "0"))
+
+
+def framing(headers: dict[str, str], http11: bool, max_body_bytes: int) -> tuple[int, bool]:
+    """A request's body length and whether its connection stays open; GatewayError (411,
+    413) for a body the gateway will not read."""
+    if "transfer-encoding" in headers:
+        raise GatewayError(
+            411,
+            "chunked request bodies are not accepted; send Content-Length",
+            code="length_required",
+        )
+    length = int(headers.get("content-length", "0"))
+    if length > max_body_bytes:
+        raise GatewayError(
+            413,
+            f"request body of {length} bytes is over the gateway's limit of {max_body_bytes} bytes",
+            code="body_too_large",
+        )
+    tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+    return length, ("close" not in tokens) if http11 else ("keep-alive" in tokens)
 
 
 class BadHead(ValueError):
