@@ -210,6 +210,7 @@ class Gateway:
             if endpoint is not None:
                 body = await self._parse(request)
                 plan = self.proxy.plan(request, endpoint, body, self._boost(request))
+                del body  # the plan holds it until it has gone upstream (Proxy.run)
                 model = plan.runtime.name
                 client = self._client(request)
                 with self.shares.hold(client, plan.runtime):

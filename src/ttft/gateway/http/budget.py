@@ -78,7 +78,7 @@ class BodyIntake:
     been answered): the bytes are joined, parsed and planned while it runs.
     """
 
-    __slots__ = ("_budget", "_chunks", "client", "need", "reserved")
+    __slots__ = ("_budget", "_charged", "_chunks", "client", "need", "reserved")
 
     def __init__(self, budget: BodyBudget, client: str, length: int) -> None:
         self._budget = budget
@@ -86,6 +86,7 @@ class BodyIntake:
         self.client = client
         self.need = length  # bytes still to come
         self.reserved = 0
+        self._charged = 0  # of ``reserved``: for the parsed body, not its bytes
 
     def take(self, data: bytes) -> int:
         """Take what of ``data`` belongs to the body; its length, or -1 when over budget."""
@@ -102,7 +103,15 @@ class BodyIntake:
         if not self._budget.reserve(self.client, n):
             return False
         self.reserved += max(0, n)
+        self._charged += max(0, n)
         return True
+
+    def uncharge(self) -> None:
+        """The parsed body is gone (it went upstream): give back what it was charged."""
+        if self._charged:
+            self._budget.release(self.client, self._charged)
+            self.reserved -= self._charged
+            self._charged = 0
 
     def body(self) -> bytes:
         """The whole body, joined once."""
@@ -113,7 +122,7 @@ class BodyIntake:
         self._chunks = []
         if self.reserved:
             self._budget.release(self.client, self.reserved)
-            self.reserved = 0
+            self.reserved = self._charged = 0
 
 
 __all__ = ["BodyBudget", "BodyIntake", "client_share", "server_busy"]

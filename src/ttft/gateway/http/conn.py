@@ -230,7 +230,7 @@ class Connection(asyncio.Protocol):
         request, self._request = self._request, None
         assert request is not None
         request.body = intake.body()
-        request.charge = intake.charge
+        request.charge, request.uncharge = intake.charge, intake.uncharge
         self._dispatch(request, self._keep_alive)
 
     def _dispatch(

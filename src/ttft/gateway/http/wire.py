@@ -59,6 +59,7 @@ class Request:
     # Holds ``n`` more bytes of the body budget for this request (what its parsed body will
     # cost beyond its bytes) until it has been answered; False when the budget is spent.
     charge: Callable[[int], bool] | None = None
+    uncharge: Callable[[], None] | None = None  # gives back what ``charge`` held
 
     @property
     def content_length(self) -> int:
