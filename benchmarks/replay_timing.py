@@ -75,7 +75,9 @@ async def run_ttft(url: str, trace: list[int], speed: float, base: int) -> Sched
             CellPlan("trace", items, Replay(trace, speed))
         )
     waits = [((r.sent_ns or 0) - (r.scheduled_ns or 0)) / MS for r in records]
-    due = {base + r.index: anchor.monotonic_ns + (r.scheduled_ns or 0) for r in records}
+    # The runner numbers requests across cells: the trace's first request follows the warm-up's.
+    first = min(r.index for r in records)
+    due = {base + r.index - first: anchor.monotonic_ns + (r.scheduled_ns or 0) for r in records}
     return due, waits
 
 
