@@ -95,7 +95,7 @@ def shape_mismatches(a: Any, b: Any, where: str = "$") -> list[str]:
         return out
     if isinstance(sa, list) and isinstance(sb, list):
         return shape_mismatches(sa[1], sb[1], f"{where}[]")
-    if sa == "int" and sb == "float" or sa == "float" and sb == "int":
+    if (sa == "int" and sb == "float") or (sa == "float" and sb == "int"):
         return []  # JSON numbers: a mean can be a whole number in one run
     return [] if sa == sb else [f"{where}: {sa} against {sb}"]
 
