@@ -154,3 +154,44 @@ def test_a_parsed_body_is_dropped_once_it_went_upstream() -> None:
                 pass
     assert bodies and all("x" not in body and "messages" not in body for body in bodies)
     assert held == len(raw)  # its bytes, not what its parsed objects were charged
+
+
+def test_with_keys_the_body_share_is_the_keys_not_the_addresss(
+    chat_body: dict[str, object],
+) -> None:
+    """Every client of this test has one address; the share follows the key."""
+    import json
+
+    limits = {"max_body_bytes": 64 * 1024, "max_bodies_in_flight_bytes": 256 * 1024}
+    raw = json.dumps({**chat_body, "stream": False, "pad": "p" * 60_000}).encode()
+    with (
+        scripted() as up,
+        gateway_for([up.base_url], api_keys=["sk-a", "sk-b"], limits=limits) as gw,
+    ):
+        port = int(gw.url.rsplit(":", 1)[1])
+        holder = socket.create_connection(("127.0.0.1", port))
+        try:
+            head = (
+                "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\n"
+                "Authorization: Bearer sk-a\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(raw)}\r\n\r\n"
+            )
+            holder.sendall(head.encode() + raw[:-10])  # holds ~60 KB of key a's 64 KiB share
+            time.sleep(0.2)
+            headers = {"Content-Type": "application/json"}
+            a = httpx.post(
+                gw.url + "/v1/chat/completions",
+                content=raw,
+                headers={**headers, "Authorization": "Bearer sk-a"},
+                timeout=30,
+            )
+            b = httpx.post(
+                gw.url + "/v1/chat/completions",
+                content=raw,
+                headers={**headers, "Authorization": "Bearer sk-b"},
+                timeout=30,
+            )
+        finally:
+            holder.close()
+    assert a.status_code == 503 and a.json()["error"]["code"] == "server_busy"
+    assert b.status_code == 200, b.text[:200]
