@@ -151,3 +151,23 @@ def test_a_handler_error_logs_one_traceback_per_interval(caplog: pytest.LogCaptu
     assert all(a.startswith(b"HTTP/1.1 500 ") for a in answers)
     tracebacks = [r for r in caplog.records if r.exc_info]
     assert len(tracebacks) == 1, [r.getMessage() for r in caplog.records]
+
+
+def test_a_body_that_cannot_fit_gets_no_100_continue_but_a_503() -> None:
+    limits = {"max_body_bytes": 1000, "max_bodies_in_flight_bytes": 4000}
+    with http_server(echo, **limits) as (_, port, _):
+        first = connect(port)
+        try:
+            first.sendall(
+                b"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n" + b"x" * 900
+            )
+            time.sleep(0.2)
+            with connect(port) as sock:
+                sock.sendall(
+                    b"POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 500\r\n"
+                    b"Expect: 100-continue\r\n\r\n"
+                )
+                out = read_response(sock)
+        finally:
+            first.close()
+    assert out.startswith(b"HTTP/1.1 503 "), out[:120]  # not "100 Continue", then a 503

@@ -42,6 +42,12 @@ class BodyBudget:
         self._by_client[client] = mine + n
         return True
 
+    def could_hold(self, client: str, n: int) -> bool:
+        """Whether ``n`` more bytes for ``client`` would fit now (nothing is held)."""
+        if self.held + n > self.total:
+            return False
+        return not self.per_client or self._by_client.get(client, 0) + n <= self.per_client
+
     def release(self, client: str, n: int) -> None:
         if n <= 0:
             return

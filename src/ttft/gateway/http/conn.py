@@ -212,6 +212,10 @@ class Connection(asyncio.Protocol):
         if rest:
             self._take_body(rest)
         elif self.http11 and headers.get("expect", "").lower() == "100-continue":
+            # The client waits for our word before sending: no word when the body cannot fit.
+            if not server.body_budget.could_hold(self._intake.client, length):
+                self._refuse_with(server_busy())
+                return
             assert self.transport is not None
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
