@@ -86,7 +86,7 @@ LAYERS: dict[str, set[str]] = {
         "doctor",
         "proxy",
     },
-    "verify": {"core", "engines", "workload"},
+    "verify": {"core", "client", "engines", "workload"},
     "report": {"core", "doctor", "lint", "weights", "workload", "engines", "tune", "verify"},
 }
 

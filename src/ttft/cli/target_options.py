@@ -2,7 +2,10 @@
 
 ``@target_options`` adds ``--url``, ``--model``, ``--api-key``, ``--metrics-url``, ``--engine`` and
 ``--header`` with one spelling and one help text, and hands the command a typed
-``TargetOptions`` instead of six loose keyword arguments.
+``TargetOptions`` instead of six loose keyword arguments. ``@access_options`` is the part that
+says who we are (``--api-key``, ``--header``), for a command whose services are named another
+way (``verify quality``'s ``--baseline``/``--candidate``): a service behind a key is reached the
+same way by every command.
 """
 
 from __future__ import annotations
@@ -54,6 +57,24 @@ def parse_header(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+@dataclass(frozen=True)
+class AccessOptions:
+    """Who we are to a service: a bearer key and extra headers, sent with every request."""
+
+    api_key: str | None
+    headers: tuple[str, ...] = ()
+
+    def header_dict(self) -> dict[str, str]:
+        return dict(parse_header(h) for h in self.headers)
+
+
+_API_KEY = click.option(
+    "--api-key", envvar="TTFT_API_KEY", default=None, help="Bearer key (or $TTFT_API_KEY)."
+)
+_HEADER = click.option(
+    "--header", "headers", multiple=True, help="Extra request header 'Name: value'."
+)
+
 _OPTIONS = (
     click.option(
         "--url",
@@ -61,9 +82,7 @@ _OPTIONS = (
         help="Service base URL (http://host:port). Default: start the embedded engine.",
     ),
     click.option("--model", default=None, help="Model name. Default: the first of GET /v1/models."),
-    click.option(
-        "--api-key", envvar="TTFT_API_KEY", default=None, help="Bearer key (or $TTFT_API_KEY)."
-    ),
+    _API_KEY,
     click.option("--metrics-url", default=None, help="Prometheus endpoint. Default: URL/metrics."),
     click.option(
         "--engine",
@@ -72,7 +91,7 @@ _OPTIONS = (
         default=None,
         help="Engine kind (metric names, advice). Default: guessed from /metrics.",
     ),
-    click.option("--header", "headers", multiple=True, help="Extra request header 'Name: value'."),
+    _HEADER,
 )
 
 
@@ -94,4 +113,16 @@ def target_options(command: F) -> F:
     decorated: Any = with_target
     for option in reversed(_OPTIONS):
         decorated = option(decorated)
+    return decorated  # type: ignore[no-any-return]
+
+
+def access_options(command: F) -> F:
+    """Add ``--api-key`` and ``--header``; the command receives them as ``access=AccessOptions``."""
+
+    @functools.wraps(command)
+    def with_access(*args: Any, **kwargs: Any) -> Any:
+        access = AccessOptions(api_key=kwargs.pop("api_key"), headers=tuple(kwargs.pop("headers")))
+        return command(*args, access=access, **kwargs)
+
+    decorated: Any = _HEADER(_API_KEY(with_access))
     return decorated  # type: ignore[no-any-return]
