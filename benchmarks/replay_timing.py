@@ -33,8 +33,8 @@ import aiohttp
 
 from ttft.client import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
-from ttft.load.bench import ClientSender
 from ttft.load.runner import CellPlan, Runner
+from ttft.load.sender import ClientSender
 from ttft.testing.scripted_server import ServerProcess
 from ttft.testing.sse_script import Script
 from ttft.workload.arrival import ClosedLoop, Replay
@@ -98,7 +98,9 @@ async def run_anchor(url: str, trace: list[int], speed: float, base: int) -> Sch
             await asyncio.sleep(max(0.0, (due - time.perf_counter_ns()) / 1e9))
             await post(body)
 
-        await asyncio.gather(*(one(o, b) for o, b in zip(trace, bodies(len(trace), base))))
+        await asyncio.gather(
+            *(one(o, b) for o, b in zip(trace, bodies(len(trace), base), strict=True))
+        )
     return scheduled, []  # its send stamp is its own sleep's wake-up: not comparable
 
 
@@ -122,7 +124,8 @@ def main() -> None:
         for _ in range(args.reps):
             for speed in (float(s) for s in args.speeds.split(",")):
                 runners: dict[str, Callable[..., Awaitable[Schedule]]] = {
-                    "ttft": run_ttft, "anchor": run_anchor,
+                    "ttft": run_ttft,
+                    "anchor": run_anchor,
                 }
                 for name, runner in runners.items():
                     server.snapshot(clear=True)

@@ -34,9 +34,10 @@ from pathlib import Path
 from ttft.core.client_health import ClientVerdict
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
-from ttft.load.bench import BenchResult, run_cells
+from ttft.load.bench import run_cells
 from ttft.load.fleet_setup import WorkerSetup
 from ttft.load.health_verdicts import judge_cells
+from ttft.load.results import BenchResult
 from ttft.load.runner import CellPlan
 from ttft.load.sink import JsonlSink
 from ttft.testing.scripted_server import ServerProcess

@@ -17,7 +17,7 @@ from ttft.workload.trace import FORMATS, MOONCAKE_BLOCK_SIZE, TraceFormat, Trace
 
 if TYPE_CHECKING:
     from ttft.cli.options import BenchOptions
-    from ttft.load.bench import BenchResult
+    from ttft.load.results import BenchResult
     from ttft.workload.spec import WorkloadSpec
 
 _OPTIONS = (

@@ -22,7 +22,8 @@ from typing import Any, Protocol
 from ttft.core.errors import TtftError
 from ttft.core.slo import Slo
 from ttft.core.target import Target
-from ttft.load.bench import CellResult, run_cells
+from ttft.load.bench import run_cells
+from ttft.load.results import CellResult
 from ttft.load.runner import CellPlan, max_overlap
 from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
 from ttft.tune.space import Config

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from ttft.client import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
-from ttft.load.bench import ClientSender
 from ttft.load.runner import CellPlan, Runner
+from ttft.load.sender import ClientSender
 from ttft.load.trace_plan import body_item
 from ttft.testing.scripted_server import ServerProcess
 from ttft.testing.sse_script import Script
