@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ttft.cli.bench_setup import (
     PROFILES,
-    embedded_ctx_size,
     make_tokenizer,
     parse_int_list,
     parse_shared_prefix,
@@ -35,7 +35,13 @@ from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.core.slo import parse_slos
 from ttft.core.target import Target
-from ttft.engines.control import ControlClient, complete_target
+from ttft.engines.control import ControlClient
+from ttft.engines.llamacpp.on_demand import (
+    EMBEDDED_SLOTS,
+    EmbeddedSize,
+    context_for,
+    target_or_embedded,
+)
 from ttft.load.cells import expected_requests
 from ttft.load.fleet_setup import WorkerSetup
 from ttft.load.runner import CellPlan
@@ -44,7 +50,6 @@ from ttft.load.trace_plan import load_trace, needs_tokenizer
 from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop, parse_rate
 from ttft.workload.spec import WorkloadSpec
 
-EMBEDDED_SLOTS = 4
 CLIENT_SUSPECT_EXIT = 3  # --fail-on-client-suspect: the client, not the server, was in doubt
 
 
@@ -100,31 +105,28 @@ def _target(
     options: BenchOptions, spec: WorkloadSpec, console: Console
 ) -> Iterator[tuple[Target, bool]]:
     """The user's server, or the embedded engine sized for the workload (stopped afterwards)."""
-    given = options.target.target()
-    if given is not None:
-        yield complete_target(given), False
-        return
-    headers = options.target.header_dict()
-    from ttft.engines.llamacpp.embedded import launch_embedded
+    given, headers = options.target.target(), options.target.header_dict()
+    size = functools.partial(_embedded_size, spec)
+    with target_or_embedded(given, size, headers=headers, on_start=_starting(console)) as served:
+        if served.engine is not None:
+            ready = f"ready in {served.engine.startup_s:.2f} s at {served.engine.base_url}"
+            console.print(f"[dim]{ready}[/dim]")
+        yield served.target, served.engine is not None
 
-    longest = longest_prompt(spec)
-    ctx = embedded_ctx_size(longest, spec.max_tokens, EMBEDDED_SLOTS)
-    extra: tuple[str, ...] = ()
+
+def _embedded_size(spec: WorkloadSpec) -> EmbeddedSize:
+    """Every slot fits the longest prompt and its answer (a trace: its longest request)."""
     if spec.trace is not None:
         longest, extra = embedded_settings(spec)
-        ctx = embedded_ctx_size(longest, 0, EMBEDDED_SLOTS)
-    console.print(
-        f"[dim]starting the embedded engine (llama-server, Gemma 3 270M, "
-        f"{EMBEDDED_SLOTS} slots, context {ctx}{''.join(' ' + a for a in extra)}) ...[/dim]"
-    )
-    with launch_embedded(ctx_size=ctx, parallel=EMBEDDED_SLOTS, extra_args=extra) as engine:
-        console.print(f"[dim]ready in {engine.startup_s:.2f} s at {engine.base_url}[/dim]")
-        yield (
-            Target(
-                engine.base_url, engine.model_name, engine.metrics_url, "llamacpp", None, headers
-            ),
-            True,
-        )
+        return EmbeddedSize(context_for(longest + 64), extra_args=extra)
+    return EmbeddedSize(context_for(longest_prompt(spec) + spec.max_tokens + 64))
+
+
+def _starting(console: Console) -> Callable[[EmbeddedSize], None]:
+    def say(size: EmbeddedSize) -> None:
+        console.print(f"[dim]starting the embedded engine ({size.describe()}) ...[/dim]")
+
+    return say
 
 
 def _cold_mode(options: BenchOptions, spec: WorkloadSpec, console: Console, out_dir: Path) -> None:
@@ -141,7 +143,7 @@ def _cold_mode(options: BenchOptions, spec: WorkloadSpec, console: Console, out_
     samples, tokens = options.cold_samples or 0, min(spec.buckets)
     if samples < 1:
         raise TtftError("--cold needs at least 1 sample")
-    ctx = embedded_ctx_size(tokens, 1, EMBEDDED_SLOTS)
+    ctx = context_for(tokens + 1 + 64)
     slos = parse_slos(options.slo_texts) if options.slo_texts else ()
     with Progress(
         TextColumn("cold starts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -75,10 +75,3 @@ def make_tokenizer(path: Path | None, target: Target) -> Tokenizer:
             "pass --tokenizer path/to/tokenizer.json (the model's own), or --prompt-file",
         ) from None
     return tokenizer
-
-
-def embedded_ctx_size(max_prompt: int, max_tokens: int, slots: int) -> int:
-    """Context for the embedded engine so every slot fits the longest prompt plus its answer."""
-    per_slot = max_prompt + max_tokens + 64
-    total = per_slot * slots
-    return ((total + 1023) // 1024) * 1024

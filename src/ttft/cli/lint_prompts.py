@@ -20,6 +20,7 @@ from ttft.cli.lint_common import exit_with, output_options, user_errors
 from ttft.core.errors import TtftError
 from ttft.core.findings import Severity, without_rules
 from ttft.core.target import Target
+from ttft.engines.llamacpp.on_demand import EmbeddedSize, target_or_embedded
 from ttft.lint.prompts.prefix_cache import CACHE_MODEL_HELP, CACHE_MODELS
 from ttft.lint.prompts.tokens import PromptTokens
 from ttft.prompts.chat_template import ChatTemplate
@@ -71,10 +72,10 @@ def _sources(
     if template is not None and tokenizer is not None and url is None:
         yield _Sources(template, PromptTokens(tokenizer), None, sliding_window=False)
         return
-    with contextlib.ExitStack() as stack:
-        if url is None:
-            url = _start_embedded(stack)
-        target = Target(url, api_key=api_key)
+    given = Target(url, api_key=api_key) if url is not None else None
+    with target_or_embedded(given, _EMBEDDED, complete=False, on_start=_starting) as served:
+        target = served.target
+        url = target.base_url
         sliding = server_sliding_window(fetch_server_props(target)) is not None
         if template is None:
             template = template_from_server(target)
@@ -91,12 +92,13 @@ def _sources(
         yield _Sources(template, tokens, target, sliding)
 
 
-def _start_embedded(stack: contextlib.ExitStack) -> str:
-    from ttft.engines.llamacpp.embedded import launch_embedded
+# One slot with room for a long system prompt: the engine is only asked for its template,
+# its tokenizer and a prefill rate.
+_EMBEDDED = EmbeddedSize(4096, slots=1)
 
+
+def _starting(size: EmbeddedSize) -> None:
     click.echo("starting the embedded engine (llama-server, Gemma 3 270M) ...", err=True)
-    engine = stack.enter_context(launch_embedded(ctx_size=4096, parallel=1))
-    return engine.base_url
 
 
 def _load_requests(log: Path | None, messages: Path | None) -> list[ChatRequest]:

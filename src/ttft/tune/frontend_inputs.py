@@ -16,6 +16,8 @@ from typing import Any
 
 from ttft.core.errors import TtftError
 from ttft.core.target import Target
+from ttft.engines.control import PROPS, ControlClient
+from ttft.engines.llamacpp.on_demand import EmbeddedSize, target_or_embedded
 from ttft.prompts.chat_template import ChatTemplate
 from ttft.tune.frontend_report import FrontendReport
 from ttft.workload.tokenizer import Tokenizer
@@ -32,27 +34,20 @@ def _server(
     url: str | None, model: Path | None, needed: bool, announce: Callable[[str], None] | None
 ) -> Iterator[_Server | None]:
     """The server to read /props and time /tokenize on: --url, or the embedded one if needed."""
-    from ttft.engines.control import PROPS, ControlClient
-
-    if url is not None:
-        target = Target(url)
-        # send, not props(): an unreachable --url must say so, not look like a server without
-        # a template.
-        yield _Server(target, ControlClient(target).send(PROPS))
-        return
-    if not needed:
+    if url is None and not needed:
         yield None
         return
-    from ttft.engines.llamacpp.embedded import launch_embedded
 
-    if announce is not None:
-        announce("starting the embedded engine (llama-server) for its chat template ...")
-    overrides: dict[str, Any] = {"ctx_size": 4096, "parallel": 1}
-    if model is not None:
-        overrides["model_path"] = model
-    with launch_embedded(**overrides) as engine:
-        target = Target(engine.base_url)
-        yield _Server(target, ControlClient(target).send(PROPS))
+    def starting(size: EmbeddedSize) -> None:
+        if announce is not None:
+            announce("starting the embedded engine (llama-server) for its chat template ...")
+
+    given = Target(url) if url is not None else None
+    size = EmbeddedSize(4096, slots=1, model_path=model)
+    with target_or_embedded(given, size, complete=False, on_start=starting) as served:
+        # send, not props(): an unreachable --url must say so, not look like a server without
+        # a template.
+        yield _Server(served.target, ControlClient(served.target).send(PROPS))
 
 
 def _template(path: Path | None, server: _Server | None) -> ChatTemplate:
