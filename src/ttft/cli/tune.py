@@ -186,8 +186,9 @@ def sweep(**opts: Any) -> None:
           --max-rate 16
     """
     from ttft.cli.tune_run import execute_sweep
+    from ttft.tune.options import SweepOptions
 
-    execute_sweep(opts)
+    execute_sweep(SweepOptions(**opts))
 
 
 @tune.command()
@@ -240,8 +241,9 @@ def ab(**opts: Any) -> None:
       ttft tune ab --plan plan.toml --out results/ab --resume     # after a pause
     """
     from ttft.cli.tune_ab import execute_ab
+    from ttft.tune.options import AbOptions
 
-    execute_ab(opts)
+    execute_ab(AbOptions(**opts))
 
 
 @tune.command()
