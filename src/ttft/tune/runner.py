@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -280,7 +279,3 @@ class ClientOnlyRunner:
                 startup_s=startup,
                 timeout_s=self.request_timeout_s,
             )
-
-
-def shell_command(argv: Sequence[str]) -> str:
-    return shlex.join(argv)
