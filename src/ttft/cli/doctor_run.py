@@ -15,7 +15,6 @@ from typing import Any
 import click
 from rich.console import Console
 
-from ttft.cli.bench_setup import parse_int_list
 from ttft.cli.options import DoctorOptions
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.slo import parse_slos
@@ -26,6 +25,7 @@ from ttft.doctor.run import STEPS, run_doctor
 from ttft.engines.argv_edit import remove_flags
 from ttft.engines.control import ControlClient
 from ttft.engines.llamacpp.on_demand import EmbeddedSize, context_for, target_or_embedded
+from ttft.load.bench_options import parse_int_list
 from ttft.load.gpu_sampler import DcgmSource, find_gpu_source
 from ttft.probe.sampler import sample
 from ttft.workload.builders import from_jsonl

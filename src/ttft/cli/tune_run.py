@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ttft.cli.bench_setup import parse_int_list
 from ttft.cli.html_output import write_saved_page
+from ttft.load.bench_options import parse_int_list
 from ttft.tune.experiment import ExperimentDir
 from ttft.tune.options import SweepOptions
 from ttft.tune.space import Config, config_label

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from ttft.cli.target_options import AccessOptions, access_options
+from ttft.cli.target_options import access_options
 from ttft.core.errors import TtftError
+from ttft.core.target_options import AccessOptions
 from ttft.report.verify import markdown_report, text_report
 from ttft.verify.run import QualityOptions, run_quality
 from ttft.verify.sides import SYNTAX, parse_side
