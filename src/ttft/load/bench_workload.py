@@ -17,7 +17,7 @@ from ttft.engines.control import ServerTokenizer
 from ttft.load.bench_options import PROFILES, BenchOptions, parse_int_list, parse_shared_prefix
 from ttft.load.bench_trace import describe as describe_trace
 from ttft.load.bench_trace import trace_spec
-from ttft.load.plan import check_fits_context
+from ttft.load.workload_cells import check_fits_context
 from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop, parse_rate
 from ttft.workload.conversations import (
     SessionsSpec,

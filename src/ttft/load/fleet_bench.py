@@ -26,10 +26,10 @@ from ttft.load.clock_sync import ClockOffset
 from ttft.load.results import BenchResult, CellResult
 from ttft.load.runner import CellPlan
 from ttft.load.server_metrics import MetricsWatcher
-from ttft.load.shares import Share, lost_records, split_cell
 from ttft.load.sink import JsonlSink
 from ttft.load.window import ServerWindow
 from ttft.load.worker_core import Placement
+from ttft.load.worker_shares import Share, lost_records, split_cell
 
 POLL_S = 0.02  # how often the parent collects records (they are stamped already)
 DRAIN_AFTER_CANCEL_S = 5.0

@@ -23,7 +23,7 @@ from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
 from ttft.load.health_probe import client_probe
 from ttft.load.sender import ClientSender, client_for
-from ttft.load.shares import Share, run_share
+from ttft.load.worker_shares import Share, run_share
 
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
