@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ttft.prompts.align import varying_spans
-from ttft.prompts.dynamic_content import DynamicSpan, find_dynamic
+from ttft.prompts.dynamic_content import DynamicSpan, Volatility, find_dynamic
 from ttft.prompts.static_prefix import STATIC_ROLES, TextPlace, last_user_index, text_parts
 from ttft.prompts.transform import move_to_end, move_unit
 from ttft.workload.request_log import ChatRequest
@@ -58,7 +58,7 @@ class LogSpan:
     text: str
     kind: str  # a detector's kind ("timestamp", "uuid", ...) or "varying"
     label: str
-    volatility: str
+    volatility: Volatility
     reason: str = ""  # why it cannot be moved; "" when it can
 
     @property
@@ -220,7 +220,7 @@ def _span(
 ) -> LogSpan:
     kind = detected.kind if detected is not None else "varying"
     label = detected.label if detected is not None else VARYING_LABEL
-    volatility = detected.volatility if detected is not None else "request"
+    volatility: Volatility = detected.volatility if detected is not None else "request"
     reason = ""
     if ref.message is None:
         reason = TOOL_REASON
