@@ -89,7 +89,7 @@ def main() -> int:
     )
     print(f"whole story took {time.monotonic() - started:.0f} s")
     ok = -total["p50_pct"] >= args.cut
-    print(f"PASS: at least a {args.cut:.0f}% cut" if ok else f"FAIL: less than a {args.cut:.0f}% cut")
+    print(f"{'PASS: at least' if ok else 'FAIL: less than'} a {args.cut:.0f}% cut")
     return 0 if ok else 1
 
 
