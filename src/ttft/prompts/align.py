@@ -51,6 +51,10 @@ def _opcodes(a: Tokens, b: Tokens) -> list[tuple[str, int, int, int, int]] | Non
     middle = difflib.SequenceMatcher(
         None, a.words[head : n - tail], b.words[head : m - tail], autojunk=False
     )
+    # An upper bound in linear time: texts that cannot align are not aligned word by word.
+    rest = n + m - 2 * (head + tail)
+    if head + tail + 0.5 * middle.quick_ratio() * rest < MIN_SIMILARITY * max(n, m, 1):
+        return None
     ops: list[tuple[str, int, int, int, int]] = []
     if head:
         ops.append(("equal", 0, head, 0, head))

@@ -156,10 +156,16 @@ class LogAnalysis:
         return float(count(joined)) if count is not None else float(len(joined))
 
 
-def analyse_log(requests: Sequence[ChatRequest], *, max_chars: int | None = None) -> LogAnalysis:
+def analyse_log(
+    requests: Sequence[ChatRequest],
+    *,
+    max_chars: int | None = None,
+    trust_patterns: bool = False,
+) -> LogAnalysis:
     """Find the dynamic spans of every request of ``requests`` (see the module's docstring).
 
-    ``max_chars`` bounds the characters of each field that are read (the leading ones).
+    ``max_chars`` bounds the characters of each field that are read (the leading ones);
+    ``trust_patterns``: a known pattern is dynamic even where the log shows it constant.
     """
     per_field: dict[str, list[tuple[int, FieldRef, str]]] = {}
     for index, request in enumerate(requests):
@@ -170,7 +176,7 @@ def analyse_log(requests: Sequence[ChatRequest], *, max_chars: int | None = None
     spans: list[list[LogSpan]] = [[] for _ in requests]
     for key, entries in per_field.items():
         texts = [text for _, _, text in entries]
-        constant = len(entries) > 1 and len(set(texts)) == 1
+        constant = not trust_patterns and len(entries) > 1 and len(set(texts)) == 1
         for (index, ref, text), varying in zip(entries, varying_spans(texts), strict=True):
             patterns = [] if constant or not _scanned(requests[index], ref) else find_dynamic(text)
             for start, end, detected in _combine(varying, patterns):
