@@ -4,7 +4,6 @@ content by ``step_dynamic``."""
 
 from __future__ import annotations
 
-
 from ttft.core.findings import Confidence, CostTier, Evidence
 from ttft.core.records import RequestRecord
 from ttft.doctor.context import DoctorContext, median, server_ms, ttft_ms, ttfts_ms

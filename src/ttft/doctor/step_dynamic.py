@@ -128,9 +128,10 @@ def _replay(ctx: DoctorContext, step: StepResult, analysis: LogAnalysis) -> None
     if len(chosen) < 2:
         step.notes.append("fewer than 2 requests carry movable dynamic content: nothing to compare")
         return
-    as_is = first.records + ctx.sample(
-        [WorkItem(_body(bodies[i]), "chat", "as-is") for i in chosen[1:]]
-    ).records
+    as_is = (
+        first.records
+        + ctx.sample([WorkItem(_body(bodies[i]), "chat", "as-is") for i in chosen[1:]]).records
+    )
     moved = ctx.sample(
         [WorkItem(_body(bodies[i], analysis.moved(i).messages), "chat", "moved") for i in chosen]
     ).records

@@ -31,7 +31,7 @@ class Tokens:
     @classmethod
     def of(cls, text: str) -> Tokens:
         found = list(_TOKEN.finditer(text))
-        starts = tuple(m.start() for m in found) + (len(text),)
+        starts = (*(m.start() for m in found), len(text))
         return cls(text, starts, tuple(m.group() for m in found))
 
     def chars(self, first: int, last: int) -> tuple[int, int]:

@@ -34,6 +34,10 @@ TOOL_REASON = (
     "it is part of a tool definition, which the chat template renders as the tool's schema: "
     "moving it would change what the model is told the tool does"
 )
+KWARGS_REASON = (
+    "it is passed to the chat template (chat_template_kwargs), which writes it where the "
+    "template chooses: only a value that changes rarely keeps the prefix"
+)
 TURN_REASON = "it is the whole of a few-shot turn: moving it would leave the example empty"
 
 
@@ -45,6 +49,7 @@ class FieldRef:
     message: int | None = None  # None: a tool definition
     part: int | None = None  # index in a list-of-parts content
     path: tuple[str | int, ...] = ()  # for a tool field: the JSON path inside ``tools``
+    source: str = "message"  # "message", "tools" or "chat_template_kwargs"
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,10 @@ def static_fields(request: ChatRequest) -> Iterator[tuple[FieldRef, str]]:
     """Every text that renders before the last user message, tools first (most templates put
     them in the system block), then the messages in order."""
     for index, tool in enumerate(request.tools or []):
-        yield from _json_strings(tool, f"tools[{index}]", (index,))
+        yield from _json_strings(tool, f"tools[{index}]", (index,), "tools")
+    if request.template_kwargs:
+        kwargs = request.template_kwargs
+        yield from _json_strings(kwargs, "chat_template_kwargs", (), "chat_template_kwargs")
     messages = request.messages
     for i, message in enumerate(messages[: last_user_index(messages)]):
         role = str(message.get("role"))
@@ -89,16 +97,16 @@ def static_fields(request: ChatRequest) -> Iterator[tuple[FieldRef, str]]:
 
 
 def _json_strings(
-    value: Any, key: str, path: tuple[str | int, ...]
+    value: Any, key: str, path: tuple[str | int, ...], source: str
 ) -> Iterator[tuple[FieldRef, str]]:
     if isinstance(value, str):
-        yield FieldRef(key, None, None, path), value
+        yield FieldRef(key, None, None, path, source), value
     elif isinstance(value, dict):
         for name, item in value.items():
-            yield from _json_strings(item, f"{key}.{name}", (*path, str(name)))
+            yield from _json_strings(item, f"{key}.{name}", (*path, str(name)), source)
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            yield from _json_strings(item, f"{key}[{i}]", (*path, i))
+            yield from _json_strings(item, f"{key}[{i}]", (*path, i), source)
 
 
 @dataclass(frozen=True)
@@ -229,7 +237,7 @@ def _span(
     volatility: Volatility = detected.volatility if detected is not None else "request"
     reason = ""
     if ref.message is None:
-        reason = TOOL_REASON
+        reason = KWARGS_REASON if ref.source == "chat_template_kwargs" else TOOL_REASON
     elif requests[index].messages[ref.message].get("role") not in STATIC_ROLES:
         s, e = move_unit(text, start, end, sentence=True)
         if not (text[:s] + text[e:]).strip():

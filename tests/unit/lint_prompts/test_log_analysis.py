@@ -8,7 +8,6 @@ import pytest
 from ttft.prompts.align import varying_spans
 from ttft.prompts.log_analysis import TOOL_REASON, analyse_bodies, analyse_log
 from ttft.testing.dynamic_logs import BUILDERS, DynamicLog, second_line
-from ttft.workload.request_log import ChatRequest
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))

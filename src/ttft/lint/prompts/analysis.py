@@ -140,11 +140,11 @@ def _add_log_spans(rendered: list[RenderedRequest]) -> list[RenderedRequest]:
             if any(f.span.start < end and at < f.span.end for f in item.spans):
                 continue
             dynamic = DynamicSpan(at, end, span.kind, span.text, span.volatility)
-            source = "tools" if span.field.message is None else span.field.key
+            source = span.field.key if span.field.message is not None else span.field.source
             extra.append(FoundSpan(dynamic, source, span.place))
         if extra:
-            spans = sorted((*item.spans, *extra), key=lambda f: f.span.start)
-            item = replace(item, spans=tuple(spans))
+            merged = sorted((*item.spans, *extra), key=lambda f: f.span.start)
+            item = replace(item, spans=tuple(merged))
         out.append(item)
     return out
 
