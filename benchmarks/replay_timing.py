@@ -122,8 +122,7 @@ def main() -> None:
         for _ in range(args.reps):
             for speed in (float(s) for s in args.speeds.split(",")):
                 runners: dict[str, Callable[..., Awaitable[Schedule]]] = {
-                    "ttft": run_ttft,
-                    "anchor": run_anchor,
+                    "ttft": run_ttft, "anchor": run_anchor,
                 }
                 for name, runner in runners.items():
                     server.snapshot(clear=True)

@@ -86,10 +86,7 @@ def shape_mismatches(a: Any, b: Any, where: str = "$") -> list[str]:
     if sa is None or sb is None:
         return []
     if isinstance(sa, dict) and isinstance(sb, dict):
-        out = [
-            f"{where}.{k}: only in {'first' if k in sa else 'second'}"
-            for k in sa.keys() ^ sb.keys()
-        ]
+        out = [f"{where}.{k}: only in {'first' if k in sa else 'second'}" for k in sa.keys() ^ sb.keys()]
         for k in sa.keys() & sb.keys():
             out += shape_mismatches(sa[k], sb[k], f"{where}.{k}")
         return out
