@@ -75,7 +75,9 @@ async def run_ttft(url: str, trace: list[int], speed: float, base: int) -> Sched
             CellPlan("trace", items, Replay(trace, speed))
         )
     waits = [((r.sent_ns or 0) - (r.scheduled_ns or 0)) / MS for r in records]
-    due = {base + r.index: anchor.monotonic_ns + (r.scheduled_ns or 0) for r in records}
+    # The runner numbers requests across cells: the trace's first request follows the warm-up's.
+    first = min(r.index for r in records)
+    due = {base + r.index - first: anchor.monotonic_ns + (r.scheduled_ns or 0) for r in records}
     return due, waits
 
 
@@ -98,7 +100,9 @@ async def run_anchor(url: str, trace: list[int], speed: float, base: int) -> Sch
             await asyncio.sleep(max(0.0, (due - time.perf_counter_ns()) / 1e9))
             await post(body)
 
-        await asyncio.gather(*(one(o, b) for o, b in zip(trace, bodies(len(trace), base))))
+        await asyncio.gather(
+            *(one(o, b) for o, b in zip(trace, bodies(len(trace), base), strict=False))
+        )
     return scheduled, []  # its send stamp is its own sleep's wake-up: not comparable
 
 
@@ -122,7 +126,8 @@ def main() -> None:
         for _ in range(args.reps):
             for speed in (float(s) for s in args.speeds.split(",")):
                 runners: dict[str, Callable[..., Awaitable[Schedule]]] = {
-                    "ttft": run_ttft, "anchor": run_anchor,
+                    "ttft": run_ttft,
+                    "anchor": run_anchor,
                 }
                 for name, runner in runners.items():
                     server.snapshot(clear=True)
