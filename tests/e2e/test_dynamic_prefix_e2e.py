@@ -48,8 +48,8 @@ def _step(engine: RunningEngine, log: Path) -> tuple[StepResult, set[str]]:
 
 def _lint_values(log: Path, engine: RunningEngine) -> set[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "ttft", "lint", "prompts", "--requests-log", str(log),
-         "--url", engine.base_url, "--format", "json"],
+        [sys.executable, "-m", "ttft", "lint", "prompts", str(log),
+         "--url", engine.base_url, "--prefill-rate", "400", "--format", "json"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode in (0, 1), done.stderr[-2000:]

@@ -39,7 +39,7 @@ def test_doctor_plans_the_move_of_the_second_line_with_the_proxy_and_engine_fixe
                       "--nginx-conf", str(service.nginx_conf), "--engine-cmd", service.launch,
                       "--requests-log", str(service.requests_log), "--concurrency", "1,3",
                       "--plan", str(plan_path), "--format", "json")  # fmt: skip
-        lint = ttft("lint", "prompts", "--requests-log", str(service.requests_log),
+        lint = ttft("lint", "prompts", str(service.requests_log),
                     "--url", service.direct_url, "--format", "json")  # fmt: skip
     assert plan_path.exists(), doctor.stderr[-3000:]
     plan = load_plan(plan_path)

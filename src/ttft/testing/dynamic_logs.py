@@ -16,7 +16,7 @@ from ttft.workload.text_source import sentence_text
 
 _START = dt.datetime(2026, 11, 18, 3, 36, tzinfo=dt.UTC)
 _USERS = ("u-12345", "u-20417", "u-38806")
-_NAMES = ("Alice", "Bartholomew", "Chen")
+_NAMES = ("Alice", "Bartholomew", "Chen", "Dagny", "Emeka", "Farida", "Gustavo", "Hiroko")
 
 
 @dataclass(frozen=True)
