@@ -22,6 +22,7 @@ from ttft.core.target import Target
 from ttft.doctor.context import DoctorContext
 from ttft.doctor.findings import StepResult
 from ttft.doctor.step_dynamic import analysis_of, dynamic_prefix
+from ttft.engines.control import ControlClient
 from ttft.engines.llamacpp.embedded import RunningEngine
 from ttft.testing.dynamic_logs import BUILDERS
 from ttft.workload.builders import from_jsonl
@@ -34,21 +35,37 @@ def _write(path: Path, bodies: list[dict[str, Any]]) -> Path:
     return path
 
 
-def _step(engine: RunningEngine, log: Path) -> tuple[StepResult, set[str]]:
-    """The step's result, and the values of every span doctor's analysis names."""
+# A ChatML template that writes the tools' JSON into the system block, as tool-use templates do.
+TOOLS_CHATML = (
+    "{% if tools %}<|im_start|>system\nTools: {{ tools | tojson }}<|im_end|>\n{% endif %}"
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def _step(
+    engine: RunningEngine, log: Path, template: str | None = None
+) -> tuple[StepResult, set[str]]:
+    """The step's result, and the values of every span doctor's analysis names; the chat
+    template is the engine's (from ``/props``, as doctor reads it) unless one is given."""
+    target = Target(engine.base_url, engine_kind="llamacpp")
+    props = ControlClient(target).props() or {}
+    if template is not None:
+        props = {**props, "chat_template": template}
     ctx = DoctorContext(
-        target=Target(engine.base_url, engine_kind="llamacpp"),
+        target=target,
         deadline=time.monotonic() + 240,
         real_items=from_jsonl(log, max_tokens=1),
+        props=props,
     )
     step = dynamic_prefix(ctx)
     analysis = analysis_of(ctx)
     return step, set() if analysis is None else {s.text for s in analysis.all_spans}
 
 
-def _lint_values(log: Path, engine: RunningEngine) -> set[str]:
+def _lint_values(log: Path, engine: RunningEngine, *options: str) -> set[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "ttft", "lint", "prompts", str(log),
+        [sys.executable, "-m", "ttft", "lint", "prompts", str(log), *options,
          "--url", engine.base_url, "--prefill-rate", "400", "--format", "json"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
@@ -77,15 +94,27 @@ def test_moving_the_spans_found_anywhere_makes_the_engine_reuse_the_static_part(
     assert any(repr(v) in finding.change.label for v in values)
 
 
-def test_a_value_in_a_tool_description_is_reported_unmovable_with_its_reason(
+def test_a_value_in_a_rendered_tool_description_is_reported_unmovable_with_its_reason(
     embedded_server: RunningEngine, tmp_path: Path
 ) -> None:
     built = BUILDERS["tool-description"](count=4, words=120)
     log = _write(tmp_path / "tool.jsonl", built.bodies)
-    step, named = _step(embedded_server, log)
+    template = tmp_path / "tools.jinja"
+    template.write_text(TOOLS_CHATML)
+    step, named = _step(embedded_server, log, TOOLS_CHATML)
     assert [f.rule for f in step.findings] == ["cache/dynamic-unmovable"]
-    assert named == set().union(*built.expected) == _lint_values(log, embedded_server)
+    linted = _lint_values(log, embedded_server, "--template", str(template))
+    assert named == set().union(*built.expected) == linted
     assert "tool" in step.findings[0].message and step.findings[0].change is None
+
+
+def test_tools_the_engine_template_leaves_out_cannot_break_the_prefix(
+    embedded_server: RunningEngine, tmp_path: Path
+) -> None:
+    """llama-server's fallback ChatML template renders no tools: neither names their values."""
+    log = _write(tmp_path / "tool.jsonl", BUILDERS["tool-description"](count=4, words=60).bodies)
+    step, named = _step(embedded_server, log)
+    assert step.findings == [] and named == set() == _lint_values(log, embedded_server)
 
 
 def test_a_clean_log_gives_no_finding_from_doctor_nor_from_lint(

@@ -17,12 +17,15 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from ttft.core.errors import TtftError
 from ttft.core.findings import Confidence, CostTier, Evidence
 from ttft.core.records import RequestRecord
 from ttft.doctor.changes import move_dynamic_last
 from ttft.doctor.context import DoctorContext, median, server_ms, ttft_ms
 from ttft.doctor.findings import StepResult, StepStatus
-from ttft.prompts.log_analysis import LogAnalysis, analyse_bodies, summary
+from ttft.prompts.chat_template import ChatTemplate, TemplateRenderer
+from ttft.prompts.log_analysis import LogAnalysis, analyse_bodies, keep_rendered, summary
+from ttft.prompts.static_prefix import analyse
 from ttft.workload.requests import WorkItem
 
 REPLAY_MAX = 8  # requests per replay (each replayed as is and moved)
@@ -32,12 +35,33 @@ _RESAMPLES = 2000
 
 
 def analysis_of(ctx: DoctorContext) -> LogAnalysis | None:
-    """The log analysis of the chat requests given with ``--requests-log`` (computed once)."""
+    """The log analysis of the chat requests given with ``--requests-log`` (computed once),
+    keeping only what the engine's chat template renders (when ``/props`` shows it), as
+    ``ttft lint prompts`` does."""
     if "dynamic_analysis" not in ctx.shared:
         bodies = [i.body for i in ctx.real_items if i.api == "chat"]
-        ctx.shared["dynamic_analysis"] = analyse_bodies(bodies) if bodies else None
+        analysis = analyse_bodies(bodies) if bodies else None
+        if analysis is not None and analysis.found:
+            analysis = _rendered_only(ctx, analysis)
+        ctx.shared["dynamic_analysis"] = analysis
     found: LogAnalysis | None = ctx.shared["dynamic_analysis"]
     return found
+
+
+def _rendered_only(ctx: DoctorContext, analysis: LogAnalysis) -> LogAnalysis:
+    source = ctx.props.get("chat_template")
+    if not isinstance(source, str) or not source:
+        return analysis
+    special = {k: str(v) for k, v in ctx.props.items() if k in ("bos_token", "eos_token")}
+    try:
+        renderer = TemplateRenderer(ChatTemplate(source, "GET /props", special))
+        statics = [analyse(renderer, request).static_text for request in analysis.requests]
+    except TtftError as exc:  # a syntax error, or a template that refuses a request
+        ctx.shared.setdefault("dynamic_notes", []).append(
+            f"the engine's chat template could not render the log ({exc}): every span is kept"
+        )
+        return analysis
+    return keep_rendered(analysis, statics)
 
 
 def _cached(record: RequestRecord) -> float | None:
@@ -70,6 +94,7 @@ def dynamic_prefix(ctx: DoctorContext) -> StepResult:
         "Dynamic content before your prompts' static parts: replayed as is and moved",
     )
     analysis = analysis_of(ctx)
+    step.notes += ctx.shared.get("dynamic_notes", [])
     if analysis is None or len(analysis.requests) < 2:
         step.status = StepStatus.SKIPPED
         step.notes.append("no --requests-log with 2 or more chat requests: nothing to align")

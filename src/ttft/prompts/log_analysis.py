@@ -245,6 +245,30 @@ def _span(
     return LogSpan(index, ref, start, end, text[start:end], kind, label, volatility, reason)
 
 
+def rendered_at(static_text: str, request: ChatRequest, span: LogSpan) -> int | None:
+    """Where ``span`` lands in the rendered static prefix of ``request`` (None: the template does
+    not render it there), found with the text before it, so a value that also occurs elsewhere
+    is placed right."""
+    field_text = next((t for ref, t in static_fields(request) if ref == span.field), span.text)
+    for context in (40, 12, 0):
+        needle = field_text[max(0, span.start - context) : span.end]
+        at = static_text.find(needle)
+        if at >= 0:
+            return at + len(needle) - len(span.text)
+    return None
+
+
+def keep_rendered(analysis: LogAnalysis, static_texts: Sequence[str]) -> LogAnalysis:
+    """``analysis`` without the spans the chat template does not render before the last user
+    message (``static_texts[i]``: request ``i``'s rendered static prefix): a tool schema the
+    template leaves out cannot break the prefix."""
+    kept = tuple(
+        tuple(s for s in spans if rendered_at(text, analysis.requests[i], s) is not None)
+        for i, (spans, text) in enumerate(zip(analysis.spans, static_texts, strict=True))
+    )
+    return LogAnalysis(analysis.requests, kept)
+
+
 def analyse_bodies(bodies: Sequence[dict[str, Any]]) -> LogAnalysis:
     """:func:`analyse_log` for chat bodies as they are sent (``messages``, ``tools``)."""
     return analyse_log([body_request(b) for b in bodies])

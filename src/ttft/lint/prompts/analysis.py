@@ -30,7 +30,7 @@ from ttft.lint.prompts.stability import Instability, find_instability
 from ttft.lint.prompts.tokens import PromptTokens
 from ttft.prompts.chat_template import ChatTemplate, TemplateRenderer, TemplateRuntimeError
 from ttft.prompts.dynamic_content import DynamicSpan
-from ttft.prompts.log_analysis import LogSpan, analyse_log, static_fields
+from ttft.prompts.log_analysis import analyse_log, rendered_at
 from ttft.prompts.static_prefix import FoundSpan, RenderedRequest, analyse
 from ttft.prompts.transform import move_to_end, normalize
 from ttft.workload.request_log import ChatRequest
@@ -133,7 +133,7 @@ def _add_log_spans(rendered: list[RenderedRequest]) -> list[RenderedRequest]:
     for item, spans in zip(rendered, log.spans, strict=True):
         extra: list[FoundSpan] = []
         for span in spans:
-            at = _rendered_at(item, span)
+            at = rendered_at(item.static_text, item.request, span)
             if at is None:
                 continue
             end = at + len(span.text)
@@ -147,25 +147,6 @@ def _add_log_spans(rendered: list[RenderedRequest]) -> list[RenderedRequest]:
             item = replace(item, spans=tuple(merged))
         out.append(item)
     return out
-
-
-def _rendered_at(item: RenderedRequest, span: LogSpan) -> int | None:
-    """Where ``span`` lands in the rendered static prefix: found with the text before it, so a
-    value that also occurs elsewhere is placed right."""
-    field_text = _field_text(item.request, span)
-    for context in (40, 12, 0):
-        needle = field_text[max(0, span.start - context) : span.end]
-        at = item.static_text.find(needle)
-        if at >= 0:
-            return at + len(needle) - len(span.text)
-    return None
-
-
-def _field_text(request: ChatRequest, span: LogSpan) -> str:
-    for ref, text in static_fields(request):
-        if ref == span.field:
-            return text
-    return span.text
 
 
 def _same(request: ChatRequest) -> ChatRequest:
