@@ -78,7 +78,7 @@ def _lint_values(log: Path, engine: RunningEngine, *options: str) -> set[str]:
 def test_moving_the_spans_found_anywhere_makes_the_engine_reuse_the_static_part(
     embedded_server: RunningEngine, tmp_path: Path, name: str
 ) -> None:
-    built = BUILDERS[name](count=5, words=220)
+    built = BUILDERS[name](count=4, words=200)
     log = _write(tmp_path / f"{name}.jsonl", built.bodies)
     step, named = _step(embedded_server, log)
     rules = [f.rule for f in step.findings]
