@@ -77,6 +77,17 @@ class DoctorContext:
         body["temperature"] = 0
         return WorkItem(body, "chat", "doctor")
 
+    def answer_tokens(self, cap: int = 256) -> int:
+        """The median answer length the user's own requests ask for (``max_tokens`` or
+        ``max_completion_tokens``), at most ``cap``; 1 without a request log. A running decode
+        holds its sequence (vLLM) or slot (llama-server), so capacity is only seen with it."""
+        asked = []
+        for item in self.real_items:
+            value = item.body.get("max_completion_tokens", item.body.get("max_tokens"))
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                asked.append(value)
+        return max(1, min(cap, int(statistics.median(asked)))) if asked else 1
+
     def sample(self, items: Sequence[WorkItem], **options: Any) -> Sample:
         extra = {**self.extra_body(), **options.pop("extra_body", {})}
         # No single request may outlive the run's budget (a stuck server must not stall it).

@@ -90,13 +90,25 @@ def capacity(ctx: DoctorContext) -> StepResult:
     views: list[LevelView] = []
     by_level: dict[int, list[RequestRecord]] = {}
     gpu_errors: list[str] = []
+    answer = ctx.answer_tokens()
+    step.evidence.append(
+        Evidence(
+            "answer tokens per probe request",
+            float(answer),
+            "tokens",
+            "median max_tokens of the request log" if ctx.real_items else "no request log",
+        )
+    )
     for level in ctx.levels:
         if ctx.seconds_left() < 20:
             step.notes.append(f"budget ran out before concurrency {level}")
             break
         n = max(6, 2 * level)
         items = [
-            ctx.chat(ctx.text(CAPACITY_PROMPT_TOKENS, f"doctor/capacity/{level}/{i}"))
+            ctx.chat(
+                ctx.text(CAPACITY_PROMPT_TOKENS, f"doctor/capacity/{level}/{i}"),
+                max_tokens=answer,
+            )
             for i in range(n)
         ]
         options: dict[str, object] = {"concurrency": level, "watch_gauges": True}

@@ -35,6 +35,8 @@ class FlagRoles:
     # The context size the slots share (llama.cpp: each of -np slots gets -c / -np tokens), so a
     # change of the cap must scale it; None: each request's context is its own.
     shared_context: str | None = None
+    # The boolean flag whose positive form turns prefix caching on (its negative turns it off).
+    prefix_cache: str | None = None
     kv_cache_dtype: tuple[str, ...] = ()  # flags that set KV-cache precision
     eager_mode: str | None = None  # the switch that turns CUDA graphs off
     cpu_offload: str | None = None  # the flag that offloads weights to CPU memory

