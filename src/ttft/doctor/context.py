@@ -34,7 +34,9 @@ class DoctorContext:
     managed: bool = False  # doctor started the engine itself
     cold_record: RequestRecord | None = None
     levels: Sequence[int] = (1, 8, 32)
-    real_items: list[WorkItem] = field(default_factory=list)
+    real_items: list[WorkItem] = field(default_factory=list)  # the log's, with max_tokens 1
+    # The answer lengths the log's requests ask for (max_tokens / max_completion_tokens).
+    asked_answer_tokens: tuple[int, ...] = ()
     slos: tuple[Slo, ...] = ()
     tokenizer: Tokenizer | None = None
     props: dict[str, Any] = field(default_factory=dict)
@@ -81,11 +83,7 @@ class DoctorContext:
         """The median answer length the user's own requests ask for (``max_tokens`` or
         ``max_completion_tokens``), at most ``cap``; 1 without a request log. A running decode
         holds its sequence (vLLM) or slot (llama-server), so capacity is only seen with it."""
-        asked = []
-        for item in self.real_items:
-            value = item.body.get("max_completion_tokens", item.body.get("max_tokens"))
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                asked.append(value)
+        asked = self.asked_answer_tokens
         return max(1, min(cap, int(statistics.median(asked)))) if asked else 1
 
     def sample(self, items: Sequence[WorkItem], **options: Any) -> Sample:
@@ -97,6 +95,16 @@ class DoctorContext:
     def slots(self) -> int | None:
         value = self.props.get("total_slots")
         return int(value) if isinstance(value, int) else None
+
+
+def asked_answer_tokens(items: Sequence[WorkItem]) -> tuple[int, ...]:
+    """The answer lengths requests ask for, as written in their bodies."""
+    asked = []
+    for item in items:
+        value = item.body.get("max_completion_tokens", item.body.get("max_tokens"))
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            asked.append(value)
+    return tuple(asked)
 
 
 def median(values: Sequence[float]) -> float | None:

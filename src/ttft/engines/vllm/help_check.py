@@ -67,7 +67,10 @@ def unknown_flags(
             continue
         spec = table.get(spelled)
         why = f"vLLM {version} has no flag {name}"
-        if spec is not None and spec.replacement:
+        if spec is not None and spec.replacement.startswith("nothing"):
+            note = spec.replacement[len("nothing") :].strip()
+            why += f" (ttft's table: {spec.status}{' ' + note if note else ''})"
+        elif spec is not None and spec.replacement:
             why += f" (ttft's table: {spec.status}, use {spec.replacement} instead)"
         elif spec is not None:
             why += " (ttft's table knows it from another vLLM version)"
