@@ -97,6 +97,9 @@ class EngineAdapter:
     # ``add_special_tokens`` switch), so a pre-rendered prompt must leave its own BOS out.
     completions_prompt_gets_bos: bool = False
     ignores_eos: bool = False  # accepts ``ignore_eos`` in requests (exact output lengths)
+    # Whether its answers say how many prompt tokens came from the prefix cache (usage's
+    # cached_tokens, llama-server's timings.cache_n); if not, only a metrics counter tells.
+    reports_cached_tokens: bool = True
     # The engine settings worth sweeping, by flag; ``ttft tune`` reads this.
     tunables: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 

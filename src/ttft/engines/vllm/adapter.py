@@ -56,6 +56,8 @@ ADAPTER = EngineAdapter(
     ),
     sends_x_accel_buffering_no=False,  # its OpenAI server sets no such header
     ignores_eos=True,
+    # usage.prompt_tokens_details only with --enable-prompt-tokens-details (off by default)
+    reports_cached_tokens=False,
     tunables={
         "max-num-batched-tokens": ("1024", "2048", "4096"),
         "max-num-seqs": ("32", "64", "128", "256"),
