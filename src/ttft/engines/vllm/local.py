@@ -149,6 +149,21 @@ def check_flags(argv: list[str]) -> None:
         )
 
 
+def runnable_vllm_argv(argv: list[str]) -> tuple[list[str] | None, str]:
+    """A ``vllm serve ...`` command as an argv ttft can start here (the installed build in
+    place of ``vllm``), or None and the reason it cannot."""
+    if len(argv) < 3 or argv[1] != "serve":
+        return None, "service.launch is not `vllm serve MODEL ...`"
+    exe = vllm_binary()
+    if not exe.exists():
+        return None, "vLLM is not installed here (python -m ttft.engines.vllm.install)"
+    model = argv[2]
+    local = model.startswith(("/", ".", "~"))  # else a hub name vLLM finds in its cache
+    if local and not Path(model).expanduser().exists():
+        return None, f"the model {model} in service.launch is not a folder on this machine"
+    return [str(exe), *argv[1:]], ""
+
+
 def launch_vllm(
     config: VllmConfig | None = None,
     *,
