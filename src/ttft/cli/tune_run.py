@@ -74,6 +74,10 @@ def tune_workload(opts: dict[str, Any]) -> TuneWorkload:
 
 
 def trial_runner(opts: dict[str, Any]) -> TrialRunner:
+    if opts.get("engine_kind") == "vllm" and not opts["url"]:
+        from ttft.tune.vllm_runner import VllmRunner
+
+        return VllmRunner(launch=tuple(shlex.split(opts.get("launch") or "")))
     if opts["url"]:
         launch = tuple(shlex.split(opts.get("launch") or ""))
         return ClientOnlyRunner(Target(opts["url"]), restart=opts.get("restart"), launch=launch)
@@ -188,9 +192,9 @@ def execute_sweep(opts: dict[str, Any]) -> None:
             "e.g. --restart 'ssh gpu1 systemctl restart vllm' or --restart 'docker restart ... "
             "{args}' ({args}: the trial's flags; {launch}: --launch with them set)",
         )
-    if kind != "llamacpp" and not opts["url"]:
+    if kind not in ("llamacpp", "vllm") and not opts["url"]:
         raise TtftError(
-            f"ttft starts only llama-server itself; {kind} trials need --dry-run here",
+            f"ttft starts only llama-server and vLLM itself; {kind} trials need --dry-run here",
             "print the launch commands with --dry-run --launch '...', or measure a running "
             "service with --url (request-side changes only)",
         )

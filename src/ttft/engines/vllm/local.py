@@ -185,6 +185,18 @@ def launch_vllm(
     else:
         ensure_port_free(config.host, config.port)
     argv = build_argv(config, exe, model, dummy)
+    return start_argv(argv, config, name, startup_timeout_s=startup_timeout_s, log_path=log_path)
+
+
+def start_argv(
+    argv: list[str],
+    config: VllmConfig,
+    model_name: str,
+    *,
+    startup_timeout_s: float = 600.0,
+    log_path: Path | None = None,
+) -> RunningVllm:
+    """Start a complete ``vllm serve`` argv listening at ``config``'s host and port."""
     check_flags(argv)
     process = ServerProcess(
         argv,
@@ -199,4 +211,4 @@ def launch_vllm(
     except BaseException:
         process.stop()
         raise
-    return RunningVllm(process=process, config=config, model_name=name, startup_s=startup_s)
+    return RunningVllm(process=process, config=config, model_name=model_name, startup_s=startup_s)
