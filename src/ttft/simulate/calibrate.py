@@ -21,7 +21,7 @@ import math
 import secrets
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ttft.core.errors import TtftError
@@ -84,6 +84,23 @@ def overhead_s(records: Sequence[RequestRecord]) -> float:
         if r.ok and ms is not None and r.sent_ns is not None and r.first_content_ns is not None:
             gaps.append((r.first_content_ns - r.sent_ns) / 1e9 - ms / 1000.0)
     return max(0.0, statistics.median(gaps)) if gaps else 0.0
+
+
+REUSE_FLOOR = 0.3
+NO_REUSE = (
+    "the engine reused under 30% of a repeated prefix: the model runs without a prefix cache "
+    "(llama.cpp with a sliding-window model needs --swa-full to reuse a prefix)"
+)
+
+
+def prefix_reuse(records: Sequence[RequestRecord]) -> float | None:
+    """Median share of the prompt the engine restored on the second of each cached pair."""
+    shares = []
+    for second in records[1::2]:
+        cached, computed = _timing(second, "cache_n"), _timing(second, "prompt_n")
+        if second.ok and cached is not None and computed is not None and cached + computed > 0:
+            shares.append(cached / (cached + computed))
+    return statistics.median(shares) if shares else None
 
 
 def client_ttft_s(record: RequestRecord) -> float | None:
@@ -196,6 +213,13 @@ def fit_phases(phases: dict[str, list[RequestRecord]], settings: EngineSettings)
             samples += [s for s in (decode_sample(r, batch) for r in records) if s is not None]
     cost, report = fit_cost(samples, overhead_s(phases.get("prefill", [])))
     source: dict[str, Any] = {"phases": {k: len(v) for k, v in phases.items()}}
+    reuse = prefix_reuse(phases.get("cached", []))
+    if reuse is not None:
+        source["prefix_reuse"] = reuse
+        if reuse < REUSE_FLOOR and settings.prefix_cache:
+            # e.g. a sliding-window model without --swa-full: the engine restores no prefix
+            settings = replace(settings, prefix_cache=False)
+            report = replace(report, notes=(*report.notes, NO_REUSE))
     burst = [t for t in (client_ttft_s(r) for r in phases.get("burst", [])) if t is not None]
     if burst:
         source["burst_ttft_s"] = sorted(burst)

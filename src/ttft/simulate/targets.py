@@ -84,8 +84,13 @@ def engine(
     from ttft.engines.llamacpp.embedded import launch_embedded
 
     n = slots or DEFAULT_SLOTS["llamacpp"]
+    # Gemma 3 slides its attention window: without --swa-full llama-server reuses a prefix only
+    # from a checkpoint near the end of the previous prompt (see cli/trace_options.py)
     running = launch_embedded(
-        ctx_size=EMBEDDED_CTX_PER_SLOT * n, parallel=n, batch_size=batch_tokens
+        ctx_size=EMBEDDED_CTX_PER_SLOT * n,
+        parallel=n,
+        batch_size=batch_tokens,
+        extra_args=("--swa-full",),
     )
     try:
         target = Target(running.base_url, running.model_name, running.metrics_url, "llamacpp")
