@@ -47,6 +47,7 @@ class LlamaCppReplica(ReplicaSim):
         self.slots = [_Slot(i) for i in range(settings.slots)]
         self.waiting: deque[SimOutcome] = deque()
         self.busy = 0
+        self.repeat = 1  # steps the planned batch stands for (see _plan_step)
 
     @property
     def load(self) -> int:
@@ -122,7 +123,18 @@ class LlamaCppReplica(ReplicaSim):
             attention += chunk * (slot.context + chunk / 2)
         if decode_seqs == 0 and prefill == 0:
             return None
-        return self.cost.step_s(prefill, decode_seqs, attention / 1000.0)
+        self.repeat = 1
+        if prefill == 0 and self.busy == len(self.slots):
+            # Every slot decodes and none can be freed or filled before the first of them is
+            # done: the next ``repeat`` steps are alike (context +1 each), run them as one.
+            self.repeat = min(s.to_generate for s in self.slots if s.outcome is not None)
+        k = self.repeat
+        one = self.cost.step_s(0 if k > 1 else prefill, decode_seqs, attention / 1000.0)
+        if k == 1:
+            return one
+        self.steps += k - 1
+        growth = self.cost.attention_s * decode_seqs * k * (k - 1) / 2 / 1000.0
+        return k * one + growth
 
     def _apply_step(self, end: float) -> None:
         for slot in self.slots:
@@ -138,8 +150,8 @@ class LlamaCppReplica(ReplicaSim):
                     slot.to_generate -= 1
                     slot.context += 1
             elif slot.decoding:
-                slot.to_generate -= 1
-                slot.context += 1
+                slot.to_generate -= self.repeat
+                slot.context += self.repeat
             slot.decoding = False
             if slot.to_prefill == 0 and slot.to_generate <= 0:
                 outcome.done_s = end
