@@ -140,7 +140,7 @@ def calibrate(
         with records.open("w", encoding="utf-8") as fh:
             for phase, recs in phases.items():
                 for r in recs:
-                    fh.write(json.dumps({"phase": phase, **r.to_dict()}) + "\n")
+                    fh.write(json.dumps({**r.to_dict(), "calibration_phase": phase}) + "\n")
     _print_calibration(calibration)
     _print_burst_check(calibration, Config())
     click.echo(f"wrote {out}")

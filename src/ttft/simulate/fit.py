@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ttft.core.errors import TtftError
 from ttft.core.stats import percentile
@@ -74,9 +74,26 @@ def _least_squares(samples: Sequence[StepSample], active: list[int]) -> list[flo
     return _solve(ata, atb)
 
 
+OUTLIER_FACTOR = 3.0  # a sample this many median residuals off the fit is set aside
+OUTLIER_FLOOR = 0.25  # ... and at least this far off (relative)
+
+
 def fit_cost(samples: Sequence[StepSample], overhead_s: float) -> tuple[CostModel, FitReport]:
-    """The non-negative least-squares cost model and how well it fits its own samples."""
+    """The non-negative least-squares cost model, refitted once without the outliers (a
+    neighbour's burst on a shared machine), and how well it fits its own samples."""
     usable = [s for s in samples if s.seconds > 0 and s.steps > 0]
+    first, _ = _fit(usable, overhead_s)
+    rel = [abs(s.seconds - _predict(first, s)) / s.seconds for s in usable]
+    cut = max(OUTLIER_FACTOR * statistics.median(rel), OUTLIER_FLOOR) if rel else 0.0
+    kept = [s for s, r in zip(usable, rel, strict=True) if r <= cut]
+    if len(kept) == len(usable) or len(kept) < max(3, len(usable) // 2):
+        return _fit(usable, overhead_s)
+    cost, report = _fit(kept, overhead_s)
+    note = f"{len(usable) - len(kept)} of {len(usable)} samples set aside as outliers (> {cut:.0%})"
+    return cost, replace(report, notes=(*report.notes, note))
+
+
+def _fit(usable: Sequence[StepSample], overhead_s: float) -> tuple[CostModel, FitReport]:
     if len(usable) < 3:
         raise TtftError(
             f"only {len(usable)} usable timing samples: a cost model needs at least 3",
