@@ -79,6 +79,12 @@ def simulate() -> None:
     default=None,
     help="Also keep the calibration's raw request records (JSONL).",
 )
+@click.option(
+    "--refit",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Measure nothing: refit the calibration FILE from the --records it was saved with.",
+)
 def calibrate(
     url: str | None,
     model: str | None,
@@ -89,6 +95,7 @@ def calibrate(
     kv_blocks: int | None,
     out: Path,
     records: Path | None,
+    refit: Path | None,
 ) -> None:
     """Fit the engine's cost model from a short run of exact-length requests.
 
@@ -105,8 +112,10 @@ def calibrate(
     from ttft.engines.control import ServerTokenizer
     from ttft.simulate.calibrate import run_calibration
     from ttft.simulate.targets import engine
-    from ttft.simulate.whatif import Config
 
+    if refit is not None:
+        _refit(refit, records, out)
+        return
     for name, value in (("--slots", slots), ("--batch-tokens", batch_tokens)):
         if value is not None and value < 1:
             raise TtftError(f"{name} must be at least 1, not {value}")
@@ -142,7 +151,37 @@ def calibrate(
                 for r in recs:
                     fh.write(json.dumps({**r.to_dict(), "calibration_phase": phase}) + "\n")
     _print_calibration(calibration)
-    _print_burst_check(calibration, Config())
+    _print_burst_check(calibration)
+    click.echo(f"wrote {out}")
+
+
+def _refit(path: Path, records: Path | None, out: Path) -> None:
+    from ttft.core.records import RequestRecord
+    from ttft.simulate.calibrate import fit_phases
+
+    if records is None:
+        raise TtftError("--refit needs the --records file the calibration was saved with")
+    old = Calibration.load(path)
+    phases: dict[str, list[RequestRecord]] = {}
+    n = 0
+    try:
+        for line in records.read_text(encoding="utf-8").splitlines():
+            n += 1
+            data = json.loads(line)
+            phase = data.pop("calibration_phase")
+            phases.setdefault(phase, []).append(RequestRecord.from_dict(data))
+    except FileNotFoundError:
+        raise TtftError(f"records not found: {records}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise TtftError(
+            f"{records}:{n}: not a calibration record ({exc})",
+            "give the file written by `ttft simulate calibrate --records`",
+        ) from None
+    calibration = fit_phases(phases, old.engine)
+    calibration.source.update({k: v for k, v in old.source.items() if k not in calibration.source})
+    calibration.save(out)
+    _print_calibration(calibration)
+    _print_burst_check(calibration)
     click.echo(f"wrote {out}")
 
 
@@ -162,7 +201,7 @@ def _print_calibration(cal: Calibration) -> None:
         click.echo(f"  note: {note}")
 
 
-def _print_burst_check(cal: Calibration, config: object) -> None:
+def _print_burst_check(cal: Calibration) -> None:
     """The burst phase (not fitted) against the model: a first check of the scheduler."""
     from ttft.simulate.fleet import simulate as run_sim
     from ttft.simulate.requests import synthetic
@@ -170,7 +209,10 @@ def _print_burst_check(cal: Calibration, config: object) -> None:
     measured = cal.source.get("burst_ttft_s")
     if not isinstance(measured, list) or not measured:
         return
-    reqs = synthetic(len(measured), prompt_tokens=256, output_tokens=1)
+    from ttft.simulate.calibrate import CalibrationPlan
+
+    prompt = min(CalibrationPlan().burst_prompt, (cal.engine.ctx_per_slot or 4096) - 112)
+    reqs = synthetic(len(measured), prompt_tokens=prompt, output_tokens=1)
     result = run_sim(reqs, cal.cost, cal.engine)
     predicted = sorted(o.ttft_s or 0.0 for o in result.outcomes)
     pairs = ", ".join(
