@@ -10,7 +10,9 @@ What it does, step by step (``update_slots`` in the server):
   in slot order, as many tokens as fit. A prompt longer than the room left continues in the
   next step.
 - A slot keeps the KV of its last request; a new prompt that shares its leading tokens reuses
-  them (``cache_n``) and computes only the rest.
+  them (``cache_n``) and computes only the rest. Finished prompts also go to the host-memory
+  prompt cache (``--cache-ram``, on by default in current builds, LRU), from which a new
+  request's longest cached prefix is loaded into its slot when that beats the slot's own.
 - After the step, a slot whose prompt is complete samples its first token (the client sees it
   then); a generating slot samples its next one, and a slot that reached its output length is
   idle again.
@@ -18,7 +20,7 @@ What it does, step by step (``update_slots`` in the server):
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, replace
 
 from ttft.simulate.engine import ReplicaSim, SimOutcome
@@ -38,6 +40,7 @@ class _Slot:
     to_prefill: int = 0
     to_generate: int = 0
     chunk: int = 0  # prompt tokens in the running step
+    restored: int = 0  # prompt tokens loaded from the host prompt cache, charged once
     decoding: bool = False  # a token of this slot is in the running step
 
 
@@ -46,6 +49,9 @@ class LlamaCppReplica(ReplicaSim):
         super().__init__(cost, settings, index)
         self.slots = [_Slot(i) for i in range(settings.slots)]
         self.waiting: deque[SimOutcome] = deque()
+        # the host-memory prompt cache (--cache-ram): block hash -> tokens, least recent first
+        self.host: OrderedDict[int, int] = OrderedDict()
+        self.host_tokens = 0
         self.busy = 0
         self.repeat = 1  # steps the planned batch stands for (see _plan_step)
 
@@ -89,8 +95,11 @@ class LlamaCppReplica(ReplicaSim):
             request = outcome.request
             cached = 0
             if self.settings.prefix_cache:
+                own = request.shared_prefix(slot.cache)
+                kept = self._host_prefix(request)
                 # at least one prompt token is always computed, to produce the first logits
-                cached = min(request.shared_prefix(slot.cache), request.prompt_tokens - 1)
+                cached = min(max(own, kept), request.prompt_tokens - 1)
+                slot.restored = cached if kept > own else 0
             outcome.admitted_s = now
             outcome.cached_tokens = cached
             slot.outcome = outcome
@@ -100,12 +109,35 @@ class LlamaCppReplica(ReplicaSim):
             slot.to_generate = request.output_tokens
             self.busy += 1
 
+    def _host_prefix(self, request: SimRequest) -> int:
+        n = 0
+        for key in request.blocks:
+            if key not in self.host:
+                break
+            n += 1
+        return min(request.prompt_tokens, n * request.block_tokens)
+
+    def _remember(self, request: SimRequest) -> None:
+        """A finished prompt's blocks enter the host prompt cache (LRU, bounded in tokens)."""
+        cap = self.settings.host_cache_tokens
+        if not self.settings.prefix_cache or cap == 0:
+            return
+        for key in request.blocks:
+            if key in self.host:
+                self.host.move_to_end(key)
+            else:
+                self.host[key] = request.block_tokens
+                self.host_tokens += request.block_tokens
+        while cap is not None and self.host_tokens > cap and self.host:
+            _, size = self.host.popitem(last=False)
+            self.host_tokens -= size
+
     def _plan_step(self, now: float) -> float | None:
         self._admit(now)
         room = self.settings.batch_tokens
         decode_seqs = 0
         attention = 0.0
-        prefill = 0
+        prefill = restored = 0
         for slot in self.slots:
             slot.chunk = 0
             slot.decoding = slot.outcome is not None and slot.to_prefill == 0
@@ -120,6 +152,8 @@ class LlamaCppReplica(ReplicaSim):
             slot.chunk = chunk
             room -= chunk
             prefill += chunk
+            restored += slot.restored
+            slot.restored = 0
             attention += chunk * (slot.context + chunk / 2)
         if decode_seqs == 0 and prefill == 0:
             return None
@@ -129,7 +163,7 @@ class LlamaCppReplica(ReplicaSim):
             # done: the next ``repeat`` steps are alike (context +1 each), run them as one.
             self.repeat = min(s.to_generate for s in self.slots if s.outcome is not None)
         k = self.repeat
-        one = self.cost.step_s(0 if k > 1 else prefill, decode_seqs, attention / 1000.0)
+        one = self.cost.step_s(prefill, decode_seqs, attention / 1000.0, restored)
         if k == 1:
             return one
         self.steps += k - 1
@@ -156,6 +190,7 @@ class LlamaCppReplica(ReplicaSim):
             if slot.to_prefill == 0 and slot.to_generate <= 0:
                 outcome.done_s = end
                 self.finished.append(outcome)
+                self._remember(outcome.request)
                 slot.outcome = None
                 slot.last_used = end
                 self.busy -= 1

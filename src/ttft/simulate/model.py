@@ -86,6 +86,7 @@ class EngineSettings:
     block_tokens: int = 16
     prefix_cache: bool = True
     chunked_prefill: bool = True
+    host_cache_tokens: int | None = None  # llama.cpp --cache-ram, in tokens (None: unbounded)
 
     def check(self) -> None:
         if self.kind not in ENGINE_KINDS:

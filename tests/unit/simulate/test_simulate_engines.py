@@ -55,6 +55,16 @@ def test_a_slot_reuses_the_prefix_of_its_last_prompt() -> None:
     assert off[1].cached_tokens == 0
 
 
+def test_the_host_prompt_cache_restores_a_prefix_another_request_evicted_from_its_slot() -> None:
+    first = SimRequest(0.0, 1024, 4, (1, 2), 512, 0)
+    other = SimRequest(50.0, 1024, 4, (7, 8), 512, 1)  # takes the only slot
+    again = SimRequest(100.0, 1024, 4, (1, 3), 512, 2)
+    reqs = [first, other, again]
+    on = simulate(reqs, COST, EngineSettings(slots=1)).outcomes
+    off = simulate(reqs, COST, EngineSettings(slots=1, host_cache_tokens=0)).outcomes
+    assert on[2].cached_tokens == 512 and off[2].cached_tokens == 0
+
+
 def test_a_prompt_longer_than_a_slot_is_refused_not_lost() -> None:
     reqs = [SimRequest(0.0, 3000, 4, (), 512, 0), SimRequest(0.0, 100, 4, (), 512, 1)]
     out = simulate(reqs, COST, EngineSettings(slots=2, ctx_per_slot=2048)).outcomes

@@ -31,7 +31,7 @@ def test_prefix_affinity_reuses_more_cache_than_least_loaded() -> None:
         200, prompt_tokens=1100, output_tokens=8, shared_prefix_tokens=1024, prefix_groups=6, seed=2
     )
     reqs = poisson_times(reqs, 1.5, seed=2)
-    settings = EngineSettings(slots=2)
+    settings = EngineSettings(slots=2, host_cache_tokens=0)  # each slot's own KV only
     cached = {}
     for policy in ("least-loaded", "prefix-affinity"):
         result = simulate(reqs, COST, settings, replicas=3, policy=policy)  # type: ignore[arg-type]
