@@ -8,6 +8,8 @@ bootstrap interval, so a reader can tell a model error from a measurement that i
 from __future__ import annotations
 
 import asyncio
+import secrets
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,9 +20,12 @@ from ttft.core.stats import Interval, bootstrap_interval, percentile
 from ttft.core.target import Target
 from ttft.load.bench import ClientSender
 from ttft.load.runner import CellPlan, Runner
+from ttft.simulate.model import CostModel
 from ttft.simulate.whatif import QUANTILES, Prediction
 from ttft.workload.arrival import Replay
-from ttft.workload.requests import WorkItem
+from ttft.workload.exact_length import text_of_tokens
+from ttft.workload.requests import WorkItem, completion_body
+from ttft.workload.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -112,3 +117,33 @@ def compare(label: str, prediction: Prediction, records: Sequence[RequestRecord]
                 )
             )
     return Validation(label, comparisons, len(values), len(records) - len(values), list(records))
+
+
+def speed_now(
+    target: Target, tokenizer: Tokenizer, cost: CostModel, *, tokens: int = 256, count: int = 2
+) -> float | None:
+    """How much slower (>1) or faster (<1) the engine computes a prompt now than the calibration
+    says: the median of measured over fitted ``prompt_ms`` for ``count`` unique prompts of
+    ``tokens`` tokens sent one at a time. A shared machine drifts; this tells a model error
+    from a machine that changed since the calibration."""
+    from ttft.probe.sampler import sample
+    from ttft.simulate.calibrate import prefill_sample
+
+    nonce = secrets.token_hex(3)
+    items = []
+    for i in range(count):
+        body = completion_body(text_of_tokens(tokenizer, tokens, f"speed-{nonce}-{i}"), 1)
+        items.append(WorkItem(body, "completions", "speed"))
+    got = sample(target, items, concurrency=1, label="speed")
+    ratios = []
+    for record in got.records:
+        s = prefill_sample(record, 1 << 30)
+        if s is not None:
+            fitted = (
+                cost.step_base_s
+                + cost.prefill_token_s * s.prefill
+                + cost.attention_s * s.attention_k
+            )
+            if fitted > 0:
+                ratios.append(s.seconds / fitted)
+    return statistics.median(ratios) if ratios else None
