@@ -49,8 +49,28 @@ class CalibrationPlan:
 
 
 def _timing(record: RequestRecord, key: str) -> float | None:
-    value = (record.server_timings or {}).get(key)
-    return float(value) if value is not None else None
+    """A server-reported timing (llama-server's ``timings``), or the same quantity from the
+    client's ladder and the usage counts for engines that report none (vLLM, SGLang, TGI): the
+    prompt time is then the whole TTFT (the fitted step base absorbs the transport), and the
+    generation time runs from the first to the last chunk."""
+    timings = record.server_timings
+    if timings:
+        value = timings.get(key)
+        return float(value) if value is not None else None
+    cached = float(record.cached_tokens or 0)
+    if key == "cache_n":
+        return cached
+    if key == "prompt_n":
+        return None if record.prompt_tokens is None else record.prompt_tokens - cached
+    if key == "predicted_n":
+        return None if record.completion_tokens is None else float(record.completion_tokens)
+    first, start = record.first_content_ns, record.sent_ns
+    if key == "prompt_ms" and first is not None and start is not None:
+        return (first - start) / 1e6
+    if key == "predicted_ms" and first is not None and record.done_ns is not None:
+        last = record.chunk_ns[-1] if record.chunk_ns else record.done_ns
+        return (last - first) / 1e6
+    return None
 
 
 def prefill_sample(record: RequestRecord, batch_tokens: int) -> StepSample | None:
@@ -80,6 +100,8 @@ def overhead_s(records: Sequence[RequestRecord]) -> float:
     """Median client TTFT minus the server's prompt time, over requests that did not queue."""
     gaps = []
     for r in records:
+        if not r.server_timings:
+            continue  # client-side timings: the overhead is inside the prompt time
         ms = _timing(r, "prompt_ms")
         if r.ok and ms is not None and r.sent_ns is not None and r.first_content_ns is not None:
             gaps.append((r.first_content_ns - r.sent_ns) / 1e9 - ms / 1000.0)

@@ -49,11 +49,47 @@ def settings_of(
         found = props.get("n_batch")
         batch = found if isinstance(found, int) and found > 0 else DEFAULT_BATCH[kind]
     ctx = control.context_limit() if kind == "llamacpp" else None
+    block_tokens = 16
+    if kind == "vllm":
+        found_blocks, found_size = vllm_cache(target)
+        kv_blocks = kv_blocks or found_blocks
+        block_tokens = found_size or block_tokens
     settings = EngineSettings(
-        kind=kind, slots=n_slots, batch_tokens=batch, ctx_per_slot=ctx, kv_blocks=kv_blocks
+        kind=kind,
+        slots=n_slots,
+        batch_tokens=batch,
+        ctx_per_slot=ctx,
+        kv_blocks=kv_blocks,
+        block_tokens=block_tokens,
     )
     settings.check()
     return settings
+
+
+def vllm_cache(target: Target) -> tuple[int | None, int | None]:
+    """vLLM's KV blocks and block size from its ``vllm:cache_config_info`` metric (labels
+    ``num_gpu_blocks``, ``block_size``); (None, None) when it does not say."""
+    from ttft.engines.prometheus import scrape_url
+
+    try:
+        scrape = scrape_url(
+            target.metrics_url or target.root + "/metrics", headers=target.auth_headers()
+        )
+    except TtftError:
+        return None, None
+    for sample in scrape.samples:
+        if sample.name == "vllm:cache_config_info":
+            labels = dict(sample.labels)
+            return _int(labels.get("num_gpu_blocks")), _int(labels.get("block_size"))
+    return None, None
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        value = int(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and value > 0 else None
 
 
 @contextmanager

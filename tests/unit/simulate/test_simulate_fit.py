@@ -102,3 +102,16 @@ def test_a_file_that_is_not_a_calibration_is_refused(tmp_path) -> None:  # type:
         Calibration.load(path)
     with pytest.raises(TtftError, match="not found"):
         Calibration.load(tmp_path / "missing.json")
+
+
+def test_an_engine_without_server_timings_is_calibrated_from_the_client_ladder() -> None:
+    """vLLM, SGLang and TGI report no per-request timings: TTFT and chunk times stand in."""
+    r = RequestRecord(index=0, sent_ns=0, first_content_ns=900 * 1_000_000)
+    r.done_ns = 2_000 * 1_000_000
+    r.chunk_ns = [900 * 1_000_000 + i * 20 * 1_000_000 for i in range(48)]
+    r.prompt_tokens, r.cached_tokens, r.completion_tokens = 400, 0, 48
+    s = prefill_sample(r, 2048)
+    assert s is not None and s.prefill == 400 and s.seconds == pytest.approx(0.9)
+    d = decode_sample(r, 2)
+    assert d is not None and d.steps == 47 and d.seconds == pytest.approx(47 * 0.02)
+    assert overhead_s([r]) == 0.0  # inside the prompt time, absorbed by the step base
