@@ -8,14 +8,17 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
 
+if TYPE_CHECKING:
+    from ttft.engines.vllm.local import RunningVllm
 
-def _smoke_request(engine: RunningEngine) -> dict[str, Any]:
+
+def smoke_request(engine: RunningEngine | RunningVllm) -> dict[str, Any]:
     body = json.dumps(
         {
             "model": engine.model_name,
@@ -110,6 +113,16 @@ class ServeOptions:
 @click.option(
     "--check", is_flag=True, help="Start, send one chat request, print what happened, stop."
 )
+@click.option(
+    "--engine",
+    "engine_kind",
+    type=click.Choice(["llamacpp", "vllm"]),
+    default="llamacpp",
+    show_default=True,
+    help="llamacpp: the embedded llama-server. vllm: vLLM's CPU build (install it first with "
+    "`python -m ttft.engines.vllm.install`) serving --model, or a small local Llama with random "
+    "weights; --parallel sets --max-num-seqs and --ctx-size --max-model-len.",
+)
 def serve(
     model_path: Path | None,
     host: str,
@@ -121,6 +134,7 @@ def serve(
     load_mode: str | None,
     extra_args: tuple[str, ...],
     check: bool,
+    engine_kind: str,
 ) -> None:
     """Run the embedded llama-server (Gemma 3 270M) in the foreground.
 
@@ -131,6 +145,11 @@ def serve(
     options = ServeOptions(
         model_path, host, port, ctx_size, parallel, ubatch, flash_attn, load_mode, extra_args
     )
+    if engine_kind == "vllm":
+        from ttft.cli.serve_vllm import serve_vllm
+
+        serve_vllm(options, check)
+        return
     click.echo("starting llama-server ...", err=True)
     # SIGTERM (e.g. from a service manager) stops as cleanly as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -138,7 +157,7 @@ def serve(
         with launch_embedded(**options.launch_settings()) as engine:
             _announce(engine)
             if check:
-                reply = _smoke_request(engine)
+                reply = smoke_request(engine)
                 text = reply["choices"][0]["message"]["content"]
                 click.echo(f"  chat check: {reply['_elapsed_ms']:.0f} ms, reply {text!r}")
                 return
