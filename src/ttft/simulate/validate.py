@@ -18,8 +18,8 @@ from ttft.client.stream import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.stats import Interval, bootstrap_interval, percentile
 from ttft.core.target import Target
-from ttft.load.bench import ClientSender
 from ttft.load.runner import CellPlan, Runner
+from ttft.load.sender import ClientSender
 from ttft.simulate.model import CostModel
 from ttft.simulate.whatif import QUANTILES, Prediction
 from ttft.workload.arrival import Replay
