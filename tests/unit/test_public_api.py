@@ -87,7 +87,17 @@ LAYERS: dict[str, set[str]] = {
         "proxy",
     },
     "verify": {"core", "client", "engines", "workload"},
-    "report": {"core", "doctor", "lint", "weights", "workload", "engines", "tune", "verify"},
+    "report": {
+        "core",
+        "doctor",
+        "lint",
+        "weights",
+        "workload",
+        "engines",
+        "load",
+        "tune",
+        "verify",
+    },
 }
 
 
