@@ -85,6 +85,7 @@ LAYERS: dict[str, set[str]] = {
         "client",
         "doctor",
         "proxy",
+        "verify",  # the sweep's quality gate is a short verify run
     },
     "verify": {"core", "client", "engines", "workload"},
     "report": {
