@@ -103,9 +103,10 @@ def test_timestamp_first_in_the_system_prompt_is_the_top_finding(
     assert top["rule"] == "cache/dynamic-prefix", rules(report)
     assert "timestamp" in top["cause"] or "date" in top["cause"]
     evidence = {e["name"]: e["value"] for e in top["evidence"]}
-    shareable = evidence["your prompts: shareable prefix after moving dynamic content"]
-    cached = evidence["your prompts: cached tokens per request (p50)"]
-    assert shareable > 250 and cached < 0.2 * shareable
+    moved = evidence["cached prompt tokens moved (p50)"]
+    cached = evidence["cached prompt tokens as they are (p50)"]
+    assert moved > 250 and cached < 0.2 * moved
+    assert top["change"]["transforms"] == ["move-dynamic"]
 
 
 def unloaded_ttft_ms(base_url: str, tokens: int, n: int = 3) -> float:

@@ -19,7 +19,7 @@ from ttft.cli.options import DoctorOptions
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.slo import parse_slos
 from ttft.core.target import Target
-from ttft.doctor.context import DoctorContext, server_tokenizer
+from ttft.doctor.context import DoctorContext, asked_answer_tokens, server_tokenizer
 from ttft.doctor.findings import StepResult
 from ttft.doctor.run import STEPS, run_doctor
 from ttft.engines.argv_edit import remove_flags
@@ -80,6 +80,7 @@ def execute(options: DoctorOptions) -> None:
     console = Console(stderr=True)
     slos = parse_slos(options.slo_texts) if options.slo_texts else ()
     real = from_jsonl(options.requests_log, max_tokens=1) if options.requests_log else []
+    asked = asked_answer_tokens(from_jsonl(options.requests_log)) if options.requests_log else ()
     levels = parse_int_list(options.concurrency, "--concurrency") if options.concurrency else None
     if options.budget <= 0:
         raise click.BadParameter("must be above 0 minutes", param_hint="--budget")
@@ -116,6 +117,7 @@ def execute(options: DoctorOptions) -> None:
             cold_record=cold,
             levels=levels or (EMBEDDED_LEVELS if managed else DEFAULT_LEVELS),
             real_items=real,
+            asked_answer_tokens=asked,
             slos=slos,
             tokenizer=tokenizer,
             props=props,

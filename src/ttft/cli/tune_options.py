@@ -77,7 +77,9 @@ _SWEEP = [
     click.option(
         "--launch",
         default=None,
-        help="The engine's launch command without tuned flags (for --dry-run).",
+        help="The engine's launch command without tuned flags (for --dry-run; with --engine vllm "
+        "each trial starts it, e.g. 'vllm serve /models/m --max-model-len 4096'; default: the "
+        "small local model of `ttft serve --engine vllm`).",
     ),
     click.option(
         "--dry-run", is_flag=True, help="Print each configuration's launch command; run nothing."

@@ -58,7 +58,11 @@ def tune_workload(options: TuneOptions) -> TuneWorkload:
 
 
 def trial_runner(options: TuneOptions) -> TrialRunner:
-    """Trials on the user's service (it restarts itself) or on llama-server ttft starts."""
+    """Trials on the user's service (it restarts itself), or on llama-server or vLLM ttft starts."""
+    if isinstance(options, SweepOptions) and options.engine_kind == "vllm" and not options.url:
+        from ttft.tune.vllm_runner import VllmRunner
+
+        return VllmRunner(launch=tuple(shlex.split(options.launch or "")))
     if options.url:
         launch = tuple(shlex.split(options.launch or ""))
         return ClientOnlyRunner(Target(options.url), restart=options.restart, launch=launch)
@@ -154,9 +158,9 @@ def plan_sweep(options: SweepOptions) -> SweepPlan:
             "e.g. --restart 'ssh gpu1 systemctl restart vllm' or --restart 'docker restart ... "
             "{args}' ({args}: the trial's flags; {launch}: --launch with them set)",
         )
-    if kind != "llamacpp" and not options.url:
+    if kind not in ("llamacpp", "vllm") and not options.url:
         raise TtftError(
-            f"ttft starts only llama-server itself; {kind} trials need --dry-run here",
+            f"ttft starts only llama-server and vLLM itself; {kind} trials need --dry-run here",
             "print the launch commands with --dry-run --launch '...', or measure a running "
             "service with --url (request-side changes only)",
         )

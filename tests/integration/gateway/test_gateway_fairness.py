@@ -104,3 +104,40 @@ def test_a_client_that_leaves_while_queued_gives_back_its_place(chat_body: dict[
     assert queued == 1
     assert admission["in_flight"] == 1 and admission["queued"] == {"short": 0, "long": 0}
     assert held == {("addr:127.0.0.1", "m"): 1}  # only the running one is left
+
+
+def test_one_key_holds_at_most_half_of_a_replicas_slots(chat_body: dict[str, Any]) -> None:
+    """Streams of one key held every in-flight slot, and another key waited for one to end
+    (issue 28). With keys, a key holds at most half the slots: its next stream waits, the
+    other key's starts at once."""
+    admission = {"max_in_flight": 2, "queue_size": 8, "queue_timeout_s": 20}
+    first_bytes: dict[str, float] = {}
+    started = time.monotonic()
+
+    def stream(url: str, name: str, key: str) -> None:
+        headers = {"Authorization": f"Bearer {key}"}
+        with httpx.stream(
+            "POST", url + "/v1/chat/completions", json=chat_body, headers=headers, timeout=30
+        ) as r:
+            assert r.status_code == 200
+            for _ in r.iter_bytes():
+                first_bytes.setdefault(name, time.monotonic() - started)
+
+    with (
+        scripted(first_token_delay_ms=1, token_interval_ms=100, n_tokens=30) as up,
+        gateway_for([up.base_url], api_keys=["sk-a", "sk-b"], admission=admission) as gw,
+    ):
+        threads = [
+            threading.Thread(target=stream, args=(gw.url, name, "sk-a")) for name in ("a1", "a2")
+        ]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.3)
+        other = threading.Thread(target=stream, args=(gw.url, "b1", "sk-b"))
+        other.start()
+        for thread in [*threads, other]:
+            thread.join(30)
+    assert set(first_bytes) == {"a1", "a2", "b1"}
+    # b1 came 0.3 s after the two streams of key a and started before the second of them,
+    # which waited for the first one's slot.
+    assert first_bytes["b1"] < max(first_bytes["a1"], first_bytes["a2"]), first_bytes
