@@ -35,12 +35,12 @@ from ttft.core.target import Target
 from ttft.engines.control import ServerTokenizer
 from ttft.engines.llamacpp.embedded import RunningEngine, embedded_model_path
 from ttft.lint.prompts.analysis import lint_prompts
+from ttft.lint.prompts.findings import findings
 from ttft.lint.prompts.prefix_cache import CACHE_MODELS
 from ttft.lint.prompts.server import server_prefix_ids, template_from_server
 from ttft.lint.prompts.tokens import PromptTokens
 from ttft.prompts.chat_template import TemplateRenderer
 from ttft.prompts.static_prefix import render
-from ttft.report.prompts import findings
 from ttft.weights.gguf import read_gguf
 from ttft.workload.request_log import ChatRequest, load_request_log
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from ttft.cli.tune_gate import quality_gate
+from ttft.tune.quality_gate import quality_gate
 
 pytestmark = pytest.mark.e2e
 

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from ttft.cli.main import cli
+from ttft.core.target import Target
 from ttft.engines.llamacpp.embedded import RunningEngine
 from ttft.verify import QualityOptions, parse_side, run_quality
 from ttft.verify.collect import engine_kind
@@ -73,7 +74,7 @@ def test_a_running_llama_server_given_by_url_is_asked_natively_and_its_memory_is
     n_probs and ids, not the OpenAI fallback); against itself it is the noise floor; its KV
     memory is unknown (it was not started by ttft) and the report says so."""
     url = embedded_server.base_url
-    assert engine_kind(url) == "llama-server"
+    assert engine_kind(Target(url)) == "llama-server"
     options = QualityOptions(lengths=(128,), samples=1, n_tokens=4)
     report, probes = run_quality(parse_side(url), parse_side(url), options)
     (row,) = report.lengths

@@ -85,11 +85,22 @@ LAYERS: dict[str, set[str]] = {
         "client",
         "doctor",
         "proxy",
+        "verify",  # the sweep's quality gate is a short verify run
     },
     "verify": {"core", "client", "engines", "workload"},
     # The what-if model: calibrates with load/probe, routes with the gateway's own policies.
     "simulate": {"core", "client", "engines", "gateway", "load", "probe", "workload"},
-    "report": {"core", "doctor", "lint", "weights", "workload", "engines", "tune", "verify"},
+    "report": {
+        "core",
+        "doctor",
+        "lint",
+        "weights",
+        "workload",
+        "engines",
+        "load",
+        "tune",
+        "verify",
+    },
 }
 
 
@@ -216,3 +227,21 @@ def test_no_import_circle_among_modules() -> None:
 def test_the_circle_finder_finds_a_circle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _circles(graph) == [{"a", "b", "c"}]
+
+
+def test_no_cli_function_takes_its_options_as_a_dict() -> None:
+    """The library decides and takes typed options (BenchOptions, SweepOptions, AbOptions...);
+    a CLI function handing an ``opts: dict`` down would move the decisions back into cli/."""
+    import ast
+    import pathlib
+
+    cli = pathlib.Path(ttft.__file__).parent / "cli"
+    offenders = []
+    for path in cli.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for arg in [*node.args.args, *node.args.kwonlyargs]:
+                    annotation = ast.unparse(arg.annotation) if arg.annotation else ""
+                    if annotation.startswith(("dict[str, Any]", "Mapping[str, Any]")):
+                        offenders.append(f"{path.name}:{node.lineno} {node.name}({arg.arg})")
+    assert offenders == []

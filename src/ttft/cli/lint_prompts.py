@@ -124,8 +124,8 @@ def prompts(
       ttft lint prompts --messages chat.json --template tokenizer_config.json
     """
     from ttft.lint.prompts.analysis import lint_prompts
+    from ttft.lint.prompts.findings import findings as to_findings
     from ttft.lint.prompts.server import measure_prefill_rate
-    from ttft.report.prompts import findings as to_findings
     from ttft.report.prompts import report, report_rows, saving_line
 
     with user_errors():

@@ -96,7 +96,7 @@ def execute_sweep(options: SweepOptions) -> None:
     plan = plan_sweep(options)
     gate = None
     if options.quality_gate:
-        from ttft.cli.tune_gate import quality_gate
+        from ttft.tune.quality_gate import quality_gate
 
         gate = quality_gate(plan.configs[0], threads=options.threads, model_path=options.model_path)
     exp = open_experiment(options, "sweep", plan.spec)

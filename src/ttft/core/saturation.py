@@ -330,34 +330,8 @@ def assess(
         offered_per_s=offered,
         capacity_per_s=capacity,
     )
-    falling_behind = completions_per_s < MAX_COMPLETION_RATIO * arrivals_per_s
-    beyond = offered > capacity
-    if trend.rising and falling_behind and beyond:
-        reason = (
-            f"the {trend.basis} keeps rising ({trend.slope_ns_per_s / 1e6:.0f} ms per s, z "
-            f"{trend.z:.1f}) and completions ({completions_per_s:.2f}/s) fall behind arrivals "
-            f"({arrivals_per_s:.2f}/s); {offered:.2f} requests/s arrive, the server completes "
-            f"{capacity:.2f} per busy second: the queue grows without bound"
-        )
-        return replace(evidence, saturated=True, reason=reason)
-    near = (
-        f"; {offered:.2f} requests/s arrive and the server completes {capacity:.2f} per busy "
-        "second: at or near capacity"
-        if beyond
-        else ""
-    )
-    if trend.rising and falling_behind:
-        reason = (
-            f"the queue grew for a while, but the server completes {capacity:.2f} requests per "
-            f"busy second, more than the {offered:.2f}/s arriving: a stall, not saturation"
-        )
-    elif trend.rising:
-        reason = f"the {trend.basis} rises, but completions keep up with arrivals{near}"
-    elif falling_behind:
-        reason = f"completions lag arrivals, but the {trend.basis} shows no sustained rise{near}"
-    else:
-        reason = f"the {trend.basis} is flat and completions keep up with arrivals{near}"
-    return replace(evidence, reason=reason)
+    rates = (arrivals_per_s, completions_per_s, offered, capacity)
+    return _judged(evidence, trend, *rates)
 
 
 _CENSORING_ERRORS = ("cancelled", "timeout")  # cut short while waiting: the wait is a lower bound
@@ -408,3 +382,44 @@ __all__ = [
     "points_from_records",
     "theil_sen",
 ]
+
+
+def _judged(
+    evidence: Saturation,
+    trend: _Trend,
+    arrivals_per_s: float,
+    completions_per_s: float,
+    offered: float,
+    capacity: float,
+) -> Saturation:
+    """The verdict on the evidence: saturated only when the trend rises, completions fall
+    behind arrivals and more arrives than the server completes per busy second; otherwise the
+    reason says which of the three is missing."""
+    falling_behind = completions_per_s < MAX_COMPLETION_RATIO * arrivals_per_s
+    beyond = offered > capacity
+    if trend.rising and falling_behind and beyond:
+        reason = (
+            f"the {trend.basis} keeps rising ({trend.slope_ns_per_s / 1e6:.0f} ms per s, z "
+            f"{trend.z:.1f}) and completions ({completions_per_s:.2f}/s) fall behind arrivals "
+            f"({arrivals_per_s:.2f}/s); {offered:.2f} requests/s arrive, the server completes "
+            f"{capacity:.2f} per busy second: the queue grows without bound"
+        )
+        return replace(evidence, saturated=True, reason=reason)
+    near = (
+        f"; {offered:.2f} requests/s arrive and the server completes {capacity:.2f} per busy "
+        "second: at or near capacity"
+        if beyond
+        else ""
+    )
+    if trend.rising and falling_behind:
+        reason = (
+            f"the queue grew for a while, but the server completes {capacity:.2f} requests per "
+            f"busy second, more than the {offered:.2f}/s arriving: a stall, not saturation"
+        )
+    elif trend.rising:
+        reason = f"the {trend.basis} rises, but completions keep up with arrivals{near}"
+    elif falling_behind:
+        reason = f"completions lag arrivals, but the {trend.basis} shows no sustained rise{near}"
+    else:
+        reason = f"the {trend.basis} is flat and completions keep up with arrivals{near}"
+    return replace(evidence, reason=reason)

@@ -89,6 +89,8 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def read_results(path: Path) -> LoadedRun:
+    """A results file as written: its run header, records, metrics lines, whether it ended;
+    a torn line (the one being written when the process died) is counted, not read."""
     header: dict[str, Any] = {}
     records: list[RequestRecord] = []
     metrics: list[dict[str, Any]] = []
@@ -100,6 +102,8 @@ def read_results(path: Path) -> LoadedRun:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError:
+                obj = None
+            if not isinstance(obj, dict):
                 damaged += 1  # only the line being written when the process died
                 continue
             kind = obj.get("type")

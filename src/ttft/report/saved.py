@@ -19,6 +19,7 @@ from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.core.summary import SCHEMA as BENCH_SCHEMA
 from ttft.core.summary import summarize_run
+from ttft.load.sink import read_results
 
 DOCTOR_SCHEMA = "ttft.doctor/1"
 SWEEP_SCHEMA = "ttft.tune.sweep/1"
@@ -36,18 +37,7 @@ def generated_now() -> str:
 
 def read_records(path: Path) -> list[RequestRecord]:
     """The request lines of a results file (``type: request``); a torn last line is skipped."""
-    records: list[RequestRecord] = []
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # only the line being written when the process died
-            if isinstance(obj, dict) and obj.get("type") == "request":
-                records.append(RequestRecord.from_dict(obj["record"]))
-    return records
+    return read_results(path).records
 
 
 def _read_json(path: Path) -> dict[str, Any]:

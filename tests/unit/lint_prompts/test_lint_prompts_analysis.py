@@ -11,11 +11,12 @@ import pytest
 from ttft.core.errors import TtftError
 from ttft.core.findings import Severity
 from ttft.lint.prompts.analysis import lint_prompts
+from ttft.lint.prompts.findings import findings
 from ttft.lint.prompts.prefix_cache import CACHE_MODELS
 from ttft.lint.prompts.tokens import PromptTokens
 from ttft.prompts.chat_template import ChatTemplate, TemplateRenderer
 from ttft.prompts.static_prefix import analyse
-from ttft.report.prompts import findings, report, report_rows, saving_line
+from ttft.report.prompts import report, report_rows, saving_line
 from ttft.workload.request_log import ChatRequest, load_request_log
 
 LOG = Path(__file__).resolve().parents[2] / "data" / "requests" / "timestamp_first.jsonl"

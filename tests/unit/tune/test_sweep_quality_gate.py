@@ -9,9 +9,9 @@ from pathlib import Path
 
 from tune_testkit import FakeRunner
 
-from ttft.cli.tune_gate import gate_side, quality_gate
 from ttft.core.slo import parse_slos
 from ttft.tune.experiment import ExperimentDir
+from ttft.tune.quality_gate import gate_side, quality_gate
 from ttft.tune.space import Config, configurations, parse_space
 from ttft.tune.sweep import SearchSettings, chosen, pareto_ids, run_sweep
 from ttft.tune.tables import sweep_rows
