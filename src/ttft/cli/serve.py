@@ -2,69 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import time
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import click
 
+from ttft.cli.serve_common import ServeOptions, smoke_request
 from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
-
-
-def _smoke_request(engine: RunningEngine) -> dict[str, Any]:
-    body = json.dumps(
-        {
-            "model": engine.model_name,
-            "messages": [{"role": "user", "content": "Say hello."}],
-            "max_tokens": 8,
-            "temperature": 0,
-        }
-    ).encode()
-    req = urllib.request.Request(
-        engine.base_url + "/v1/chat/completions",
-        data=body,
-        headers={"Content-Type": "application/json"},
-    )
-    started = time.perf_counter()
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        reply: dict[str, Any] = json.loads(resp.read())
-    reply["_elapsed_ms"] = (time.perf_counter() - started) * 1000
-    return reply
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """``ttft serve``'s engine settings; None keeps the embedded engine's own default."""
-
-    model_path: Path | None
-    host: str
-    port: int
-    ctx_size: int
-    parallel: int | None
-    ubatch: int | None
-    flash_attn: str | None
-    load_mode: str | None
-    extra_args: tuple[str, ...]
-
-    def launch_settings(self) -> dict[str, Any]:
-        """Keyword arguments for ``launch_embedded`` (its names are LlamaServerConfig's)."""
-        settings: dict[str, Any] = {
-            "host": self.host,
-            "port": self.port,
-            "ctx_size": self.ctx_size,
-            "parallel": self.parallel,
-            "ubatch_size": self.ubatch,
-            "flash_attn": self.flash_attn,
-            "load_mode": self.load_mode,
-            "extra_args": self.extra_args,
-        }
-        if self.model_path is not None:
-            settings["model_path"] = self.model_path
-        return settings
 
 
 @click.command()
@@ -110,6 +55,16 @@ class ServeOptions:
 @click.option(
     "--check", is_flag=True, help="Start, send one chat request, print what happened, stop."
 )
+@click.option(
+    "--engine",
+    "engine_kind",
+    type=click.Choice(["llamacpp", "vllm"]),
+    default="llamacpp",
+    show_default=True,
+    help="llamacpp: the embedded llama-server. vllm: vLLM's CPU build (install it first with "
+    "`python -m ttft.engines.vllm.install`) serving --model, or a small local Llama with random "
+    "weights; --parallel sets --max-num-seqs and --ctx-size --max-model-len.",
+)
 def serve(
     model_path: Path | None,
     host: str,
@@ -121,6 +76,7 @@ def serve(
     load_mode: str | None,
     extra_args: tuple[str, ...],
     check: bool,
+    engine_kind: str,
 ) -> None:
     """Run the embedded llama-server (Gemma 3 270M) in the foreground.
 
@@ -131,6 +87,11 @@ def serve(
     options = ServeOptions(
         model_path, host, port, ctx_size, parallel, ubatch, flash_attn, load_mode, extra_args
     )
+    if engine_kind == "vllm":
+        from ttft.cli.serve_vllm import serve_vllm
+
+        serve_vllm(options, check)
+        return
     click.echo("starting llama-server ...", err=True)
     # SIGTERM (e.g. from a service manager) stops as cleanly as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -138,7 +99,7 @@ def serve(
         with launch_embedded(**options.launch_settings()) as engine:
             _announce(engine)
             if check:
-                reply = _smoke_request(engine)
+                reply = smoke_request(engine)
                 text = reply["choices"][0]["message"]["content"]
                 click.echo(f"  chat check: {reply['_elapsed_ms']:.0f} ms, reply {text!r}")
                 return

@@ -41,6 +41,21 @@ def more_slots(ctx: DoctorContext, level: int) -> Change | None:
     )
 
 
+def prefix_cache_on(ctx: DoctorContext) -> Change | None:
+    """The engine's prefix-caching switch in its positive form (any ``--no-`` form removed)."""
+    adapter = ctx.adapter
+    if adapter is None or adapter.roles.prefix_cache is None:
+        return None
+    flag = "--" + adapter.roles.prefix_cache
+    return Change(
+        "prefix caching on",
+        {flag: ""},
+        tier=CostTier.CACHE,
+        rule="cache/prefix-cache-off",
+        engine=adapter.kind,
+    )
+
+
 def _per_slot_context(ctx: DoctorContext) -> int | None:
     settings = ctx.props.get("default_generation_settings")
     value = settings.get("n_ctx") if isinstance(settings, dict) else None

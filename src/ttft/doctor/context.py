@@ -14,6 +14,7 @@ from ttft.core.slo import Slo
 from ttft.core.target import Target
 from ttft.engines.adapter import GENERIC_ADVICE, EngineAdapter, EngineAdvice
 from ttft.engines.control import ServerTokenizer
+from ttft.engines.metrics import CommonMetric
 from ttft.engines.registry import adapter_for
 from ttft.load.gpu_sampler import GpuSource
 from ttft.probe.sampler import Sample, sample
@@ -34,7 +35,9 @@ class DoctorContext:
     managed: bool = False  # doctor started the engine itself
     cold_record: RequestRecord | None = None
     levels: Sequence[int] = (1, 8, 32)
-    real_items: list[WorkItem] = field(default_factory=list)
+    real_items: list[WorkItem] = field(default_factory=list)  # the log's, with max_tokens 1
+    # The answer lengths the log's requests ask for (max_tokens / max_completion_tokens).
+    asked_answer_tokens: tuple[int, ...] = ()
     slos: tuple[Slo, ...] = ()
     tokenizer: Tokenizer | None = None
     props: dict[str, Any] = field(default_factory=dict)
@@ -77,15 +80,67 @@ class DoctorContext:
         body["temperature"] = 0
         return WorkItem(body, "chat", "doctor")
 
+    def answer_tokens(self, cap: int = 256) -> int:
+        """The median answer length the user's own requests ask for (``max_tokens`` or
+        ``max_completion_tokens``), at most ``cap``; 1 without a request log. A running decode
+        holds its sequence (vLLM) or slot (llama-server), so capacity is only seen with it."""
+        asked = self.asked_answer_tokens
+        return max(1, min(cap, int(statistics.median(asked)))) if asked else 1
+
     def sample(self, items: Sequence[WorkItem], **options: Any) -> Sample:
         extra = {**self.extra_body(), **options.pop("extra_body", {})}
         # No single request may outlive the run's budget (a stuck server must not stall it).
         options.setdefault("timeout_s", max(5.0, min(300.0, self.seconds_left())))
-        return sample(self.target, items, extra_body=extra, **options)
+        adapter = self.adapter
+        one_by_one = (
+            adapter is not None
+            and not adapter.reports_cached_tokens
+            and CommonMetric.PREFIX_CACHE_HIT_TOKENS in adapter.sources
+            and options.get("concurrency", 1) == 1
+            and len(items) > 1
+        )
+        if not one_by_one:
+            return self._window(items, extra, options)
+        # One metrics window per request, so the engine's prefix-cache counter tells each
+        # request's cached tokens (vLLM's answers do not say).
+        parts = [self._window([item], extra, options) for item in items]
+        peaks: dict[str, float] = {}
+        for part in parts:
+            for name, value in part.peaks.items():
+                peaks[name] = max(value, peaks.get(name, value))
+        return Sample(
+            records=[r for p in parts for r in p.records],
+            server=parts[-1].server,
+            duration_ns=sum(p.duration_ns for p in parts),
+            peaks=peaks,
+            gpu=[g for p in parts for g in p.gpu],
+            gpu_errors=[e for p in parts for e in p.gpu_errors],
+        )
+
+    def _window(
+        self, items: Sequence[WorkItem], extra: dict[str, Any], options: dict[str, Any]
+    ) -> Sample:
+        result = sample(self.target, items, extra_body=extra, **options)
+        hits = (result.server or {}).get("metrics", {}).get(CommonMetric.PREFIX_CACHE_HIT_TOKENS)
+        if len(result.records) == 1 and isinstance(hits, dict) and hits.get("value") is not None:
+            record = result.records[0]
+            if record.ok and record.cached_tokens is None:
+                record.cached_tokens = int(hits["value"])
+        return result
 
     def slots(self) -> int | None:
         value = self.props.get("total_slots")
         return int(value) if isinstance(value, int) else None
+
+
+def asked_answer_tokens(items: Sequence[WorkItem]) -> tuple[int, ...]:
+    """The answer lengths requests ask for, as written in their bodies."""
+    asked = []
+    for item in items:
+        value = item.body.get("max_completion_tokens", item.body.get("max_tokens"))
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            asked.append(value)
+    return tuple(asked)
 
 
 def median(values: Sequence[float]) -> float | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ttft.core.findings import Confidence, CostTier, Evidence
 from ttft.core.records import RequestRecord
+from ttft.doctor.changes import prefix_cache_on
 from ttft.doctor.context import DoctorContext, median, server_ms, ttft_ms, ttfts_ms
 from ttft.doctor.findings import StepResult, StepStatus
 from ttft.workload.requests import WorkItem
@@ -84,6 +85,7 @@ def _cache_off(
         confidence=Confidence.HIGH if hit is not None and hit < 32 else Confidence.MEDIUM,
         expected_gain_ms=max(0.0, t1 - 0.1 * t1),
         gain="most of the prefill time of repeated prefixes",
+        change=prefix_cache_on(ctx),
     )
 
 

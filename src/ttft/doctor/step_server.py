@@ -8,6 +8,7 @@ from ttft.doctor.changes import more_slots
 from ttft.doctor.context import DoctorContext, describe_levels, median, server_ms, ttfts_ms
 from ttft.doctor.findings import StepResult, StepStatus
 from ttft.doctor.pressure import (
+    KV_BAND,
     LevelView,
     gpu_evidence,
     gpu_finding,
@@ -90,13 +91,25 @@ def capacity(ctx: DoctorContext) -> StepResult:
     views: list[LevelView] = []
     by_level: dict[int, list[RequestRecord]] = {}
     gpu_errors: list[str] = []
+    answer = ctx.answer_tokens()
+    step.evidence.append(
+        Evidence(
+            "answer tokens per probe request",
+            float(answer),
+            "tokens",
+            "median max_tokens of the request log" if ctx.real_items else "no request log",
+        )
+    )
     for level in ctx.levels:
         if ctx.seconds_left() < 20:
             step.notes.append(f"budget ran out before concurrency {level}")
             break
         n = max(6, 2 * level)
         items = [
-            ctx.chat(ctx.text(CAPACITY_PROMPT_TOKENS, f"doctor/capacity/{level}/{i}"))
+            ctx.chat(
+                ctx.text(CAPACITY_PROMPT_TOKENS, f"doctor/capacity/{level}/{i}"),
+                max_tokens=answer,
+            )
             for i in range(n)
         ]
         options: dict[str, object] = {"concurrency": level, "watch_gauges": True}
@@ -172,6 +185,9 @@ def _queueing_finding(
         waited = waiting.get(level, 0.0) > 0
         if share < 0.5 or wait < 100 or not (waited or (slots is not None and slots < level)):
             continue
+        view = views.get(level) if views else None
+        if view is not None and (view.preemptions or (view.kv_peak or 0.0) > KV_BAND[1]):
+            continue  # they wait for KV blocks, not for the cap: the preemption finding says so
         engine_fix = ctx.advice.more_slots.format(level=level)
         slot_text = f" with {slots} slot(s)" if slots is not None else ""
         room = kv_room(views[level]) if views and level in views else None

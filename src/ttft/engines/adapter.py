@@ -35,6 +35,8 @@ class FlagRoles:
     # The context size the slots share (llama.cpp: each of -np slots gets -c / -np tokens), so a
     # change of the cap must scale it; None: each request's context is its own.
     shared_context: str | None = None
+    # The boolean flag whose positive form turns prefix caching on (its negative turns it off).
+    prefix_cache: str | None = None
     kv_cache_dtype: tuple[str, ...] = ()  # flags that set KV-cache precision
     eager_mode: str | None = None  # the switch that turns CUDA graphs off
     cpu_offload: str | None = None  # the flag that offloads weights to CPU memory
@@ -95,6 +97,9 @@ class EngineAdapter:
     # ``add_special_tokens`` switch), so a pre-rendered prompt must leave its own BOS out.
     completions_prompt_gets_bos: bool = False
     ignores_eos: bool = False  # accepts ``ignore_eos`` in requests (exact output lengths)
+    # Whether its answers say how many prompt tokens came from the prefix cache (usage's
+    # cached_tokens, llama-server's timings.cache_n); if not, only a metrics counter tells.
+    reports_cached_tokens: bool = True
     # The engine settings worth sweeping, by flag; ``ttft tune`` reads this.
     tunables: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 

@@ -33,11 +33,28 @@ HEALTH = Call("GET", "/health")
 
 
 def tokenize(text: str, *, add_special: bool) -> Call:
-    return Call("POST", "/tokenize", {"content": text, "add_special": add_special})
+    # llama-server reads content/add_special, vLLM prompt/add_special_tokens; each ignores
+    # the other's.
+    body = {"content": text, "add_special": add_special}
+    return Call("POST", "/tokenize", {**body, "prompt": text, "add_special_tokens": add_special})
+
+
+def tokenize_chat(messages: Sequence[Mapping[str, Any]]) -> Call:
+    """vLLM's ``/tokenize`` renders messages with the model's chat template and counts them."""
+    msgs = [dict(m) for m in messages]
+    return Call("POST", "/tokenize", {"messages": msgs, "add_generation_prompt": True})
 
 
 def detokenize(ids: Sequence[int]) -> Call:
     return Call("POST", "/detokenize", {"tokens": list(ids)})
+
+
+def text_of(answer: Mapping[str, Any]) -> str | None:
+    """The text ``/detokenize`` answered: llama-server says ``content``, vLLM ``prompt``."""
+    for key in ("content", "prompt"):
+        if isinstance(answer.get(key), str):
+            return str(answer[key])
+    return None
 
 
 def apply_template(messages: Sequence[Mapping[str, Any]]) -> Call:
@@ -123,10 +140,22 @@ class ControlClient:
         return tokens
 
     def detokenize(self, ids: Sequence[int]) -> str:
-        content = self.send(detokenize(ids)).get("content")
-        if not isinstance(content, str):
-            raise ControlError(f"{self.root}/detokenize answered without 'content'")
+        content = text_of(self.send(detokenize(ids)))
+        if content is None:
+            raise ControlError(f"{self.root}/detokenize answered without its text")
         return content
+
+    def chat_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int | None:
+        """Tokens the chat endpoint would prefill for ``messages`` (vLLM's ``/tokenize`` with
+        messages); None where the server cannot say."""
+        try:
+            answer = self.send(tokenize_chat(messages), timeout_s=30)
+        except ControlError as exc:
+            if exc.status in (401, 403):
+                raise
+            return None
+        tokens = tokens_of(answer)
+        return None if tokens is None else len(tokens)
 
     def apply_template(self, messages: Sequence[Mapping[str, Any]]) -> str | None:
         """The prompt the chat endpoint would build; None where the server cannot say."""
@@ -187,7 +216,8 @@ class ServerTokenizer:
                 raise
             raise ControlError(
                 f"could not tokenize through {self.client.root}/tokenize: {exc.problem}",
-                "give a server that offers /tokenize (llama-server does), or a tokenizer.json",
+                "give a server that offers /tokenize (llama-server and vLLM do), "
+                "or a tokenizer.json",
                 exc.status,
             ) from None
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ttft.core.errors import TtftError
-from ttft.gateway.admission import lane_for
+from ttft.gateway.admission.lanes import lane_for
 from ttft.gateway.config import GatewayConfig
 from ttft.gateway.errors import GatewayError, bad_request
-from ttft.gateway.http_wire import Request
+from ttft.gateway.http.wire import Request
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.prerender import Rendered
 from ttft.gateway.routing import affinity_key

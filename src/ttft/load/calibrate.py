@@ -20,15 +20,18 @@ PROBE_TOKENS = 24
 
 def template_overhead_without_inference(target: Target, tokenizer: Tokenizer) -> int | None:
     """llama-server renders and counts a chat prompt without running the model
-    (``/apply-template`` then ``/tokenize`` with special tokens); None where that is missing.
+    (``/apply-template`` then ``/tokenize`` with special tokens), vLLM with ``/tokenize`` given the
+    messages; None where neither is offered.
 
     Sending no request keeps the server's first real request for the cold-start measurement.
     """
     content = text_of_tokens(tokenizer, PROBE_TOKENS, "ttft/calibration")
     client = ControlClient(target, timeout_s=30)
-    prompt = client.apply_template([{"role": "user", "content": content}])
+    messages = [{"role": "user", "content": content}]
+    prompt = client.apply_template(messages)
     if prompt is None:
-        return None
+        counted = client.chat_tokens(messages)  # vLLM: no /apply-template, /tokenize renders
+        return None if counted is None else counted - PROBE_TOKENS
     try:
         tokens = client.tokenize(prompt, add_special=True)
     except ControlError as exc:

@@ -37,6 +37,8 @@ from ttft.tune.runner import HttpTrialSession, TrialSession, open_sink
 from ttft.tune.workload import TuneWorkload
 
 LLAMA_DEFAULT_PORT = "8080"  # llama-server's own default --port
+VLLM_DEFAULT_PORT = "8000"  # vllm serve's own default --port
+VLLM_STARTUP_S = 600.0  # vLLM imports three processes' worth of Python before /health answers
 
 
 def _embedded_binary() -> str | None:
@@ -59,8 +61,12 @@ def runnable_launch(launch: str | None, engine: str | None) -> tuple[list[str] |
     if not argv:
         return None, "service.launch is empty"
     name = Path(argv[0]).name
+    if engine == "vllm" or (engine is None and name == "vllm"):
+        from ttft.engines.vllm.local import runnable_vllm_argv
+
+        return runnable_vllm_argv(argv)
     if engine not in (None, "llamacpp") or name != "llama-server":
-        return None, f"ttft starts only llama-server itself, not {argv[0]!r}"
+        return None, f"ttft starts only llama-server and vLLM itself, not {argv[0]!r}"
     binary = shutil.which(argv[0]) or (argv[0] if Path(argv[0]).is_file() else None)
     binary = binary or _embedded_binary()
     if binary is None:
@@ -83,8 +89,10 @@ def engine_address(service: ServiceSpec, argv: Sequence[str] | None) -> str | No
             return f"{parts.hostname}:{parts.port}"
     if argv is None:
         return None
-    host = flag_value(argv, "--host", "llamacpp") or "127.0.0.1"
-    return f"{host}:{flag_value(argv, '--port', 'llamacpp') or LLAMA_DEFAULT_PORT}"
+    kind = service.engine or "llamacpp"
+    default_port = VLLM_DEFAULT_PORT if kind == "vllm" else LLAMA_DEFAULT_PORT
+    host = flag_value(argv, "--host", kind) or "127.0.0.1"
+    return f"{host}:{flag_value(argv, '--port', kind) or default_port}"
 
 
 @dataclass
@@ -121,7 +129,8 @@ class ServiceRunner:
         if not self.managed:
             return f"measures the live service at {self.service.url}: {self.external_why}"
         proxy = f", with its own nginx from {self.proxy_conf}" if self.proxy_conf else ""
-        return f"starts its own llama-server per run from service.launch{proxy}"
+        engine = "vLLM" if self.service.engine == "vllm" else "llama-server"
+        return f"starts its own {engine} per run from service.launch{proxy}"
 
     def manual_reason(self, change: Change) -> str | None:
         if change.gateway is not None and not (self.managed or self.service.direct_url):
@@ -191,14 +200,22 @@ class ServiceRunner:
         self, stack: contextlib.ExitStack, change: Change
     ) -> tuple[str, list[str], float]:
         assert self.engine_argv is not None
+        kind = self.service.engine or "llamacpp"
         port = free_loopback_port()
-        argv = set_flags(self.engine_argv, change.flags, change.unset, kind="llamacpp")
-        argv = set_flags(argv, {"--host": "127.0.0.1", "--port": str(port)}, kind="llamacpp")
+        argv = set_flags(self.engine_argv, change.flags, change.unset, kind=kind)
+        argv = set_flags(argv, {"--host": "127.0.0.1", "--port": str(port)}, kind=kind)
         url = f"http://127.0.0.1:{port}"
-        process = ServerProcess(argv, health_url=url + "/health", name="llama-server")
+        timeout_s, env, name = self.startup_timeout_s, None, "llama-server"
+        if kind == "vllm":
+            from ttft.engines.vllm.install import engine_env
+            from ttft.engines.vllm.local import check_flags
+
+            check_flags(argv)  # a flag this build lacks: a clear message, not a failed start
+            timeout_s, env, name = max(timeout_s, VLLM_STARTUP_S), engine_env(), "vllm"
+        process = ServerProcess(argv, health_url=url + "/health", name=name, env=env)
         process.start()
         stack.callback(process.stop)
-        startup = process.wait_healthy(self.startup_timeout_s)
+        startup = process.wait_healthy(timeout_s)
         return url, argv, startup
 
     def _start_proxy(self, stack: contextlib.ExitStack, change: Change, engine_url: str) -> str:

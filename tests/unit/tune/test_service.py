@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ttft.core.changes import Change
 from ttft.core.plan import ServiceSpec
 from ttft.core.text_edits import TextEdit
@@ -47,9 +49,24 @@ def test_only_a_llama_server_command_with_its_model_on_this_machine_is_runnable(
     tmp_path: Path,
 ) -> None:
     assert runnable_launch(None, None)[0] is None
-    assert "not 'vllm'" in runnable_launch("vllm serve m", "vllm")[1]
+    assert "not 'python'" in runnable_launch("python -m sglang.launch_server", "sglang")[1]
     missing = runnable_launch("llama-server -m /nowhere/model.gguf", "llamacpp")
     assert missing[0] is None and "/nowhere/model.gguf" in missing[1]
+
+
+def test_a_vllm_command_runs_on_the_vllm_ttft_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TTFT_VLLM_HOME", str(tmp_path))
+    assert "not installed" in runnable_launch("vllm serve m", "vllm")[1]
+    exe = tmp_path / "venv" / "bin" / "vllm"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("")
+    argv, _ = runnable_launch("vllm serve org/model --max-num-seqs 1", None)
+    assert argv == [str(exe), "serve", "org/model", "--max-num-seqs", "1"]
+    missing = runnable_launch("vllm serve /nowhere/model", "vllm")
+    assert missing[0] is None and "/nowhere/model" in missing[1]
+    assert engine_address(ServiceSpec(engine="vllm"), ["vllm", "serve", "m"]) == "127.0.0.1:8000"
 
 
 def test_the_engine_address_comes_from_direct_url_or_the_launch_port() -> None:

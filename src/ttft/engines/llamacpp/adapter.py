@@ -43,6 +43,7 @@ ADAPTER = EngineAdapter(
         "-np 1 got first tokens at 1.2 / 2.7 / 4.2 / 5.8 s.",
         concurrency_fix_note=" (and -c large enough for all slots)",
         shared_context="ctx-size",
+        prefix_cache="cache-prompt",
         kv_cache_dtype=("cache-type-k", "cache-type-v"),
         speculative=("spec-draft-model", "spec-type", "draft"),
     ),

