@@ -188,7 +188,7 @@ def _replay(ctx: DoctorContext, step: StepResult, analysis: LogAnalysis) -> None
     else:
         gained = None
         measured = low > 0
-    step.summary = f"moving the dynamic spans: {point:.0f} ms of TTFT p50 [{low:.0f}, {high:.0f}]"
+    step.summary = f"moving the spans saves {point:.0f} ms of TTFT p50 [{low:.0f}, {high:.0f}]"
     if not measured:
         step.notes.append("moving the dynamic spans changed neither the cached tokens nor TTFT")
         return
