@@ -12,8 +12,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ttft.core.errors import TtftError
 from ttft.core.target import Target
 from ttft.engines.control import Call, ControlClient, ControlError
+from ttft.engines.prometheus import scrape_url
 from ttft.verify.generate import native_generate, openai_generate
 from ttft.verify.logged import LoggedPrompt
 from ttft.verify.probes import Probe
@@ -60,7 +62,8 @@ def open_side(
     if side.url is not None:
         kind = engine_kind(side.url)
         window = ControlClient(Target(side.url)).context_limit()
-        yield Endpoint(side.url, window, kind, None if kind == "llama-server" else _model(side.url))
+        model = None if kind == "llama-server" else _model(side.url)
+        yield Endpoint(side.url, window, kind, model, _reported_kv_mib(side.url))
         return
     from ttft.engines.llamacpp.embedded import launch_embedded
     from ttft.engines.llamacpp.kv_log import VERBOSITY_ARGS, kv_cache_mib
@@ -75,6 +78,16 @@ def open_side(
         log = engine.process.log_path.read_text(errors="replace")
         window = side.window(ctx_size, parallel)
         yield Endpoint(engine.base_url, window, "llama-server", None, kv_cache_mib(log))
+
+
+def _reported_kv_mib(base_url: str) -> float | None:
+    """The KV cache a running engine reports in its /metrics (vLLM's cache_config_info)."""
+    from ttft.engines.vllm.metrics import kv_cache_mib
+
+    try:
+        return kv_cache_mib(scrape_url(base_url.rstrip("/") + "/metrics", timeout_s=5))
+    except TtftError:
+        return None
 
 
 def count_tokens(endpoint: Endpoint) -> Callable[[str], int] | None:
