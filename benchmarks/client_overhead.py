@@ -58,7 +58,7 @@ import httpx
 
 from ttft.client import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
-from ttft.testing.scripted_server import ServerProcess
+from ttft.testing.scripted_server import ScriptedServerProcess
 from ttft.testing.sse_script import Script
 
 _clock = time.perf_counter_ns
@@ -256,7 +256,7 @@ class TimingCase:
 
 
 def timing_phase(
-    server: ServerProcess, name: str, case: TimingCase, first_token_ms: float, tokens: int
+    server: ScriptedServerProcess, name: str, case: TimingCase, first_token_ms: float, tokens: int
 ) -> TimingRow:
     script = {
         "first_token_delay_ms": first_token_ms,
@@ -288,7 +288,7 @@ def timing_phase(
 
 
 def rate_phase(
-    server: ServerProcess, name: str, concurrency: int, n: int
+    server: ScriptedServerProcess, name: str, concurrency: int, n: int
 ) -> tuple[float, float, int]:
     """Requests per second over ``n`` requests with tiny delays (after a warm-up round), and the
     client's CPU time per request (warm-up included): the rate depends on what else the machine
@@ -354,7 +354,7 @@ def main() -> None:
     rates: dict[tuple[str, int], list[float]] = {}
     cpu: dict[tuple[str, int], list[float]] = {}
     rate_failed: dict[tuple[str, int], int] = {}
-    with ServerProcess(Script()) as server:
+    with ScriptedServerProcess(Script()) as server:
         for _ in range(args.reps):
             for case in cases:
                 for name in names:

@@ -52,7 +52,7 @@ from ttft.engines.process import free_loopback_port
 from ttft.testing.gateway_process import gateway_child
 from ttft.testing.nginx import run_nginx
 from ttft.testing.proc_cpu import cpu_ns, listener_pids
-from ttft.testing.scripted_server import ServerProcess
+from ttft.testing.scripted_server import ScriptedServerProcess
 from ttft.testing.sse_script import Script
 
 _clock = time.perf_counter_ns
@@ -109,7 +109,7 @@ class Sample:
     cpu_ns: int | None = None  # the proxy's CPU time over the run (None: direct, or no /proc)
 
 
-def score(stamps: list[Stamps], upstream: ServerProcess) -> Sample:
+def score(stamps: list[Stamps], upstream: ScriptedServerProcess) -> Sample:
     """TTFT (scheduled -> first token) and transport time per request, from both sides' logs."""
     logs = {log.tag: log for log in upstream.snapshot(clear=True).logs}
     ttft, transport, failed = [], [], 0
@@ -125,7 +125,7 @@ def score(stamps: list[Stamps], upstream: ServerProcess) -> Sample:
 
 
 def measure(
-    url: str, upstream: ServerProcess, client: str, streams: int, n: int, shape: Shape
+    url: str, upstream: ScriptedServerProcess, client: str, streams: int, n: int, shape: Shape
 ) -> Sample:
     gc.collect()
     per_stream = max(1, n // streams)
@@ -146,7 +146,7 @@ def measure(
 
 def measure_with_cpu(
     url: str,
-    upstream: ServerProcess,
+    upstream: ScriptedServerProcess,
     client: str,
     streams: int,
     n: int,
@@ -248,7 +248,7 @@ def main() -> None:
     if args.burst:
         cases.append(("burst", args.burst))
     samples: dict[tuple[str, str, int], list[Sample]] = {}
-    with ServerProcess(Script()) as upstream, contextlib.ExitStack() as stack:
+    with ScriptedServerProcess(Script()) as upstream, contextlib.ExitStack() as stack:
         urls = {"direct": upstream.base_url}
         if "gateway" in paths:
             urls["gateway"] = stack.enter_context(gateway_process(upstream.base_url))

@@ -33,9 +33,9 @@ import aiohttp
 
 from ttft.client import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
-from ttft.load.bench import ClientSender
 from ttft.load.runner import CellPlan, Runner
-from ttft.testing.scripted_server import ServerProcess
+from ttft.load.sender import ClientSender
+from ttft.testing.scripted_server import ScriptedServerProcess
 from ttft.testing.sse_script import Script
 from ttft.workload.arrival import ClosedLoop, Replay
 from ttft.workload.requests import WorkItem
@@ -75,7 +75,9 @@ async def run_ttft(url: str, trace: list[int], speed: float, base: int) -> Sched
             CellPlan("trace", items, Replay(trace, speed))
         )
     waits = [((r.sent_ns or 0) - (r.scheduled_ns or 0)) / MS for r in records]
-    due = {base + r.index: anchor.monotonic_ns + (r.scheduled_ns or 0) for r in records}
+    # The runner numbers requests across cells: the trace's first request follows the warm-up's.
+    first = min(r.index for r in records)
+    due = {base + r.index - first: anchor.monotonic_ns + (r.scheduled_ns or 0) for r in records}
     return due, waits
 
 
@@ -98,11 +100,13 @@ async def run_anchor(url: str, trace: list[int], speed: float, base: int) -> Sch
             await asyncio.sleep(max(0.0, (due - time.perf_counter_ns()) / 1e9))
             await post(body)
 
-        await asyncio.gather(*(one(o, b) for o, b in zip(trace, bodies(len(trace), base))))
+        await asyncio.gather(
+            *(one(o, b) for o, b in zip(trace, bodies(len(trace), base), strict=False))
+        )
     return scheduled, []  # its send stamp is its own sleep's wake-up: not comparable
 
 
-def lateness(server: ServerProcess, scheduled: dict[int, int]) -> list[float]:
+def lateness(server: ScriptedServerProcess, scheduled: dict[int, int]) -> list[float]:
     logs = {log.tag: log for log in server.snapshot(clear=True).logs}
     return [(logs[tag].received_ns - due) / MS for tag, due in scheduled.items() if tag in logs]
 
@@ -117,12 +121,13 @@ def main() -> None:
     trace = offsets(args.requests, args.mean_gap_ms)
     rows: list[tuple[str, float, list[float], list[float]]] = []
     script = Script(first_token_delay_ms=2, token_interval_ms=1, n_tokens=2)
-    with ServerProcess(script) as server:
+    with ScriptedServerProcess(script) as server:
         base = 1_000
         for _ in range(args.reps):
             for speed in (float(s) for s in args.speeds.split(",")):
                 runners: dict[str, Callable[..., Awaitable[Schedule]]] = {
-                    "ttft": run_ttft, "anchor": run_anchor,
+                    "ttft": run_ttft,
+                    "anchor": run_anchor,
                 }
                 for name, runner in runners.items():
                     server.snapshot(clear=True)

@@ -34,12 +34,13 @@ from pathlib import Path
 from ttft.core.client_health import ClientVerdict
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
-from ttft.load.bench import BenchResult, run_cells
+from ttft.load.bench import run_cells
 from ttft.load.fleet_setup import WorkerSetup
 from ttft.load.health_verdicts import judge_cells
+from ttft.load.results import BenchResult
 from ttft.load.runner import CellPlan
 from ttft.load.sink import JsonlSink
-from ttft.testing.scripted_server import ServerProcess
+from ttft.testing.scripted_server import ScriptedServerProcess
 from ttft.testing.sse_script import Script
 from ttft.workload.arrival import ClosedLoop, OpenLoop
 from ttft.workload.requests import WorkItem
@@ -85,7 +86,9 @@ def _cells(rate: float, seconds: float, warmup: int) -> list[CellPlan]:
     ]
 
 
-def _run(config: str, server: ServerProcess, cells: list[CellPlan], ray: str | None) -> BenchResult:
+def _run(
+    config: str, server: ScriptedServerProcess, cells: list[CellPlan], ray: str | None
+) -> BenchResult:
     target = Target(server.base_url, "scripted")
     anchor = RunAnchor.now()
     with tempfile.TemporaryDirectory() as folder, JsonlSink(Path(folder) / "r.jsonl") as sink:
@@ -94,7 +97,9 @@ def _run(config: str, server: ServerProcess, cells: list[CellPlan], ray: str | N
         return asyncio.run(run)
 
 
-def measure(config: str, server: ServerProcess, rate: float, args: argparse.Namespace) -> Row:
+def measure(
+    config: str, server: ScriptedServerProcess, rate: float, args: argparse.Namespace
+) -> Row:
     server.snapshot(clear=True)
     cells = _cells(rate, args.seconds, args.warmup)
     ray = args.ray if config.endswith("Ray actors") else None
@@ -172,7 +177,7 @@ def main() -> None:
     script = Script(first_token_delay_ms=args.first_token_ms, n_tokens=4, token_interval_ms=2.0)
     runs: dict[tuple[float, str], list[Row]] = {}
     loads = []
-    with ServerProcess(script) as server:
+    with ScriptedServerProcess(script) as server:
         for rep in range(args.reps):
             for rate in rates:
                 for config in configs:

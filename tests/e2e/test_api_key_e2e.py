@@ -127,3 +127,21 @@ def test_without_the_key_the_command_says_to_pass_it(
     assert done.returncode == 2, (done.stdout[-2000:], done.stderr[-2000:])
     assert "--api-key" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_verify_quality_compares_two_keyed_servers_with_the_key(
+    keyed_engine: RunningEngine, engine_threads: int
+) -> None:
+    """verify takes --api-key like bench and doctor: both sides answer only with it (their
+    /props, /tokenize and /completion), and without it the run stops with the refusal."""
+    extra = ("--api-key", KEY)
+    with launch_embedded(ctx_size=1024, parallel=1, threads=engine_threads, extra_args=extra) as e:
+        args = ["verify", "quality", "--baseline", keyed_engine.base_url,
+                "--candidate", e.base_url, "--lengths", "128", "--samples", "1",
+                "--tokens", "4", "--format", "json"]  # fmt: skip
+        done = ttft(*args, "--api-key", KEY)
+        refused = ttft(*args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    assert report["verdict"] == "pass"  # the same model and settings on both sides
+    assert refused.returncode != 0 and "401" in refused.stderr, refused.stderr[-2000:]

@@ -103,9 +103,10 @@ def test_timestamp_first_in_the_system_prompt_is_the_top_finding(
     assert top["rule"] == "cache/dynamic-prefix", rules(report)
     assert "timestamp" in top["cause"] or "date" in top["cause"]
     evidence = {e["name"]: e["value"] for e in top["evidence"]}
-    shareable = evidence["your prompts: shareable prefix after moving dynamic content"]
-    cached = evidence["your prompts: cached tokens per request (p50)"]
-    assert shareable > 250 and cached < 0.2 * shareable
+    moved = evidence["cached prompt tokens moved (p50)"]
+    cached = evidence["cached prompt tokens as they are (p50)"]
+    assert moved > 250 and cached < 0.2 * moved
+    assert top["change"]["transforms"] == ["move-dynamic"]
 
 
 def unloaded_ttft_ms(base_url: str, tokens: int, n: int = 3) -> float:
@@ -113,10 +114,13 @@ def unloaded_ttft_ms(base_url: str, tokens: int, n: int = 3) -> float:
     prose, one answer token), as this machine serves them right now."""
     worst = 0.0
     for i in range(n):
+        text = sentence_text(f"unloaded/{i}", int(tokens / 1.3))
         body = {
-            "messages": [{"role": "user", "content": sentence_text(f"unloaded/{i}", int(tokens / 1.3))}],
-            "max_tokens": 1, "temperature": 0, "stream": True,
-        }  # fmt: skip
+            "messages": [{"role": "user", "content": text}],
+            "max_tokens": 1,
+            "temperature": 0,
+            "stream": True,
+        }
         started = time.perf_counter()
         with httpx.stream("POST", f"{base_url}/v1/chat/completions", json=body, timeout=120) as r:
             for line in r.iter_lines():
@@ -132,7 +136,12 @@ def test_one_slot_under_concurrency_8_is_the_top_finding(one_slot_engine: Runnin
     # slow one.
     slo_ms = 3 * unloaded_ttft_ms(one_slot_engine.base_url, CAPACITY_PROMPT_TOKENS)
     report = doctor(
-        "--url", one_slot_engine.base_url, "--concurrency", "1,8", "--slo", f"ttft:p99<{slo_ms:.0f}ms"
+        "--url",
+        one_slot_engine.base_url,
+        "--concurrency",
+        "1,8",
+        "--slo",
+        f"ttft:p99<{slo_ms:.0f}ms",
     )
     top = report["findings"][0]
     assert top["rule"] == "capacity/queueing", rules(report)

@@ -44,7 +44,7 @@ def http_server(handler: Any, **limits: Any) -> Iterator[tuple[str, int, Any]]:
     import asyncio
     import threading
 
-    from ttft.gateway.http_server import HttpServer
+    from ttft.gateway.http.server import HttpServer
 
     loop = asyncio.new_event_loop()
     server = HttpServer(handler, **limits)

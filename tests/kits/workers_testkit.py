@@ -86,13 +86,16 @@ def shape_mismatches(a: Any, b: Any, where: str = "$") -> list[str]:
     if sa is None or sb is None:
         return []
     if isinstance(sa, dict) and isinstance(sb, dict):
-        out = [f"{where}.{k}: only in {'first' if k in sa else 'second'}" for k in sa.keys() ^ sb.keys()]
+        out = [
+            f"{where}.{k}: only in {'first' if k in sa else 'second'}"
+            for k in sa.keys() ^ sb.keys()
+        ]
         for k in sa.keys() & sb.keys():
             out += shape_mismatches(sa[k], sb[k], f"{where}.{k}")
         return out
     if isinstance(sa, list) and isinstance(sb, list):
         return shape_mismatches(sa[1], sb[1], f"{where}[]")
-    if sa == "int" and sb == "float" or sa == "float" and sb == "int":
+    if (sa == "int" and sb == "float") or (sa == "float" and sb == "int"):
         return []  # JSON numbers: a mean can be a whole number in one run
     return [] if sa == sb else [f"{where}: {sa} against {sb}"]
 

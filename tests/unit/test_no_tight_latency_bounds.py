@@ -112,8 +112,8 @@ def _names(node: ast.AST) -> list[str]:
 def _ms_per_unit(names: list[str], constants: dict[str, float]) -> float | None:
     """The unit a comparison is written in, from the names on both of its sides."""
     lowered = [n.lower() for n in names]
-    if any(n.endswith("_ns") or n == "ns" for n in lowered) or constants.get("MS") == 1e6 and (
-        "MS" in names
+    if any(n.endswith("_ns") or n == "ns" for n in lowered) or (
+        constants.get("MS") == 1e6 and ("MS" in names)
     ):
         return 1e-6
     if any(n.endswith("_ms") or n == "ms" for n in lowered):
@@ -158,9 +158,12 @@ def _bounds_in(path: Path) -> list[Bound]:
                         continue
                     found.append(
                         Bound(
-                            str(path.relative_to(TESTS)), function.name, statement.lineno,
-                            slack * unit, ast.unparse(compare),
-                        )  # fmt: skip
+                            str(path.relative_to(TESTS)),
+                            function.name,
+                            statement.lineno,
+                            slack * unit,
+                            ast.unparse(compare),
+                        )
                     )
     return found
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import click
 
-from ttft.cli.bench_setup import PROFILES
 from ttft.cli.bench_workloads import workload_options
 from ttft.cli.html_output import html_option
-from ttft.cli.options import BenchOptions
-from ttft.cli.target_options import TargetOptions, target_options
+from ttft.cli.target_options import target_options
 from ttft.cli.trace_options import trace_options
 from ttft.core.errors import TtftError
+from ttft.core.target_options import TargetOptions
+from ttft.load.bench_options import PROFILES, BenchOptions
 
 
 @click.group(invoke_without_command=True)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,86 +14,35 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ttft.cli.bench_setup import (
-    PROFILES,
-    embedded_ctx_size,
-    make_tokenizer,
-    parse_int_list,
-    parse_shared_prefix,
-)
-from ttft.cli.bench_workers import print_workers, worker_setup
-from ttft.cli.bench_workloads import (
-    apply_workload_options,
-    check_fits,
-    longest_prompt,
-    requests_text,
-    workload_shape,
-)
-from ttft.cli.options import BenchOptions
-from ttft.cli.trace_options import describe as describe_trace
-from ttft.cli.trace_options import embedded_settings, reuse_note, trace_spec
+from ttft.cli.bench_workers import print_workers
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.core.slo import parse_slos
 from ttft.core.target import Target
-from ttft.engines.control import ControlClient, complete_target
+from ttft.engines.control import ControlClient
+from ttft.engines.llamacpp.on_demand import (
+    EMBEDDED_SLOTS,
+    EmbeddedSize,
+    context_for,
+    target_or_embedded,
+)
+from ttft.load.bench_options import BenchOptions, worker_setup
+from ttft.load.bench_trace import embedded_settings, reuse_note
+from ttft.load.bench_workload import (
+    check_fits,
+    describe_workload,
+    longest_prompt,
+    make_tokenizer,
+    workload_spec,
+)
 from ttft.load.cells import expected_requests
 from ttft.load.fleet_setup import WorkerSetup
 from ttft.load.runner import CellPlan
 from ttft.load.session import SessionHooks, SessionResult, run_session
 from ttft.load.trace_plan import load_trace, needs_tokenizer
-from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop, parse_rate
 from ttft.workload.spec import WorkloadSpec
 
-EMBEDDED_SLOTS = 4
 CLIENT_SUSPECT_EXIT = 3  # --fail-on-client-suspect: the client, not the server, was in doubt
-
-
-def _spec(options: BenchOptions, profile_name: str) -> WorkloadSpec:
-    profile = PROFILES[profile_name]
-    buckets = parse_int_list(options.buckets, "--buckets") if options.buckets else profile.buckets
-    arrivals: list[Arrival] = [
-        OpenLoop(
-            parse_rate(r),
-            burstiness=options.burstiness,
-            distribution="poisson" if options.burstiness == 1.0 else "gamma",
-        )
-        for r in options.rates
-    ]
-    if options.concurrency or not arrivals:
-        levels = (
-            parse_int_list(options.concurrency, "--concurrency")
-            if options.concurrency
-            else profile.concurrency
-        )
-        closed: list[Arrival] = [ClosedLoop(c) for c in levels]
-        arrivals = closed + arrivals
-    for path in (options.prompt_file, options.sharegpt):
-        if path is not None and not path.is_file():
-            raise TtftError(f"file not found: {path}", "check the path")
-    if (
-        sum(x is not None for x in (options.prompt_file, options.sharegpt, options.shared_prefix))
-        > 1
-    ):
-        raise TtftError("choose one of --prompt-file, --sharegpt and --shared-prefix")
-    if options.max_tokens < 1:
-        raise TtftError("--max-tokens must be at least 1")
-    trace = trace_spec(options)
-    spec = WorkloadSpec(
-        buckets=buckets,
-        requests=options.n_requests if options.n_requests is not None else profile.requests,
-        max_tokens=options.max_tokens,
-        api="completions" if options.api == "completions" else "chat",
-        shared_prefix=parse_shared_prefix(options.shared_prefix) if options.shared_prefix else None,
-        prompt_file=options.prompt_file,
-        sharegpt_file=options.sharegpt,
-        warmup=max(0, options.warmup),
-        seed=options.seed,
-        arrivals=arrivals,
-        max_in_flight=options.max_in_flight,
-        trace=trace,
-    )
-    return apply_workload_options(spec, options)
 
 
 @contextlib.contextmanager
@@ -100,31 +50,28 @@ def _target(
     options: BenchOptions, spec: WorkloadSpec, console: Console
 ) -> Iterator[tuple[Target, bool]]:
     """The user's server, or the embedded engine sized for the workload (stopped afterwards)."""
-    given = options.target.target()
-    if given is not None:
-        yield complete_target(given), False
-        return
-    headers = options.target.header_dict()
-    from ttft.engines.llamacpp.embedded import launch_embedded
+    given, headers = options.target.target(), options.target.header_dict()
+    size = functools.partial(_embedded_size, spec)
+    with target_or_embedded(given, size, headers=headers, on_start=_starting(console)) as served:
+        if served.engine is not None:
+            ready = f"ready in {served.engine.startup_s:.2f} s at {served.engine.base_url}"
+            console.print(f"[dim]{ready}[/dim]")
+        yield served.target, served.engine is not None
 
-    longest = longest_prompt(spec)
-    ctx = embedded_ctx_size(longest, spec.max_tokens, EMBEDDED_SLOTS)
-    extra: tuple[str, ...] = ()
+
+def _embedded_size(spec: WorkloadSpec) -> EmbeddedSize:
+    """Every slot fits the longest prompt and its answer (a trace: its longest request)."""
     if spec.trace is not None:
         longest, extra = embedded_settings(spec)
-        ctx = embedded_ctx_size(longest, 0, EMBEDDED_SLOTS)
-    console.print(
-        f"[dim]starting the embedded engine (llama-server, Gemma 3 270M, "
-        f"{EMBEDDED_SLOTS} slots, context {ctx}{''.join(' ' + a for a in extra)}) ...[/dim]"
-    )
-    with launch_embedded(ctx_size=ctx, parallel=EMBEDDED_SLOTS, extra_args=extra) as engine:
-        console.print(f"[dim]ready in {engine.startup_s:.2f} s at {engine.base_url}[/dim]")
-        yield (
-            Target(
-                engine.base_url, engine.model_name, engine.metrics_url, "llamacpp", None, headers
-            ),
-            True,
-        )
+        return EmbeddedSize(context_for(longest + 64), extra_args=extra)
+    return EmbeddedSize(context_for(longest_prompt(spec) + spec.max_tokens + 64))
+
+
+def _starting(console: Console) -> Callable[[EmbeddedSize], None]:
+    def say(size: EmbeddedSize) -> None:
+        console.print(f"[dim]starting the embedded engine ({size.describe()}) ...[/dim]")
+
+    return say
 
 
 def _cold_mode(options: BenchOptions, spec: WorkloadSpec, console: Console, out_dir: Path) -> None:
@@ -141,7 +88,7 @@ def _cold_mode(options: BenchOptions, spec: WorkloadSpec, console: Console, out_
     samples, tokens = options.cold_samples or 0, min(spec.buckets)
     if samples < 1:
         raise TtftError("--cold needs at least 1 sample")
-    ctx = embedded_ctx_size(tokens, 1, EMBEDDED_SLOTS)
+    ctx = context_for(tokens + 1 + 64)
     slos = parse_slos(options.slo_texts) if options.slo_texts else ()
     with Progress(
         TextColumn("cold starts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -173,29 +120,18 @@ def execute(options: BenchOptions) -> None:
         profile = options.profile or "quick"
         out = options.out_dir or Path("results") / time.strftime("bench-cold-%Y%m%d-%H%M%S")
         out.mkdir(parents=True, exist_ok=True)
-        _cold_mode(options, _spec(options, profile), console, out)
+        _cold_mode(options, workload_spec(options, profile), console, out)
         return
     profile = options.profile or ("article" if options.target.url else "quick")
-    spec = _spec(options, profile)
+    spec = workload_spec(options, profile)
     workers = worker_setup(options)
     slos = parse_slos(options.slo_texts) if options.slo_texts else ()
     out_dir: Path = options.out_dir or Path("results") / time.strftime("bench-%Y%m%d-%H%M%S")
     out_dir.mkdir(parents=True, exist_ok=True)
     records_path = out_dir / "records.jsonl"
-    levels = ", ".join(a.label() for a in spec.arrivals)
-    shape = (
-        describe_trace(spec.trace)
-        if spec.trace
-        else f"prefix {spec.shared_prefix[0]}+{spec.shared_prefix[1]} tokens"
-        if spec.shared_prefix
-        else "prompts from file"
-        if spec.prompt_file or spec.sharegpt_file
-        else "/".join(str(b) for b in spec.buckets) + " tokens"
-    )
-    shape = workload_shape(spec) or shape
-    sizes = f" x {levels}, {requests_text(spec)}" if spec.trace is None else ""
     console.print(
-        f"[bold]ttft bench[/bold] ({profile} defaults): {shape}{sizes}; records -> {records_path}"
+        f"[bold]ttft bench[/bold] ({profile} defaults): {describe_workload(spec)}; "
+        f"records -> {records_path}"
     )
     with _target(options, spec, console) as (target, fresh):
         check_fits(spec, ControlClient(target).context_limit())

@@ -9,7 +9,8 @@ import click
 
 from ttft.cli.html_output import html_option
 from ttft.cli.options import DoctorOptions
-from ttft.cli.target_options import TargetOptions, target_options
+from ttft.cli.target_options import target_options
+from ttft.core.target_options import TargetOptions
 
 
 @click.command()

@@ -15,7 +15,6 @@ from typing import Any
 import click
 from rich.console import Console
 
-from ttft.cli.bench_setup import parse_int_list
 from ttft.cli.options import DoctorOptions
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.slo import parse_slos
@@ -24,22 +23,24 @@ from ttft.doctor.context import DoctorContext, asked_answer_tokens, server_token
 from ttft.doctor.findings import StepResult
 from ttft.doctor.run import STEPS, run_doctor
 from ttft.engines.argv_edit import remove_flags
-from ttft.engines.control import ControlClient, complete_target
+from ttft.engines.control import ControlClient
+from ttft.engines.llamacpp.on_demand import EmbeddedSize, context_for, target_or_embedded
+from ttft.load.bench_options import parse_int_list
 from ttft.load.gpu_sampler import DcgmSource, find_gpu_source
 from ttft.probe.sampler import sample
 from ttft.workload.builders import from_jsonl
 from ttft.workload.exact_length import text_of_tokens
 from ttft.workload.requests import WorkItem, chat_body
 
-EMBEDDED_SLOTS = 4
 EMBEDDED_LEVELS = (1, 4)
 DEFAULT_LEVELS = (1, 8, 32)
 
 
-def _embedded_ctx(real: list[WorkItem]) -> int:
+def _embedded_size(real: list[WorkItem]) -> EmbeddedSize:
+    """Room per slot for the longest logged request (about 3 characters of JSON a token),
+    and never less than the doctor's own probes need."""
     longest_chars = max((len(json.dumps(i.body)) for i in real), default=0)
-    per_slot = max(1536, longest_chars // 3 + 128)
-    return ((per_slot * EMBEDDED_SLOTS + 1023) // 1024) * 1024
+    return EmbeddedSize(context_for(max(1536, longest_chars // 3 + 128)))
 
 
 @contextlib.contextmanager
@@ -48,22 +49,19 @@ def _target(
 ) -> Iterator[tuple[Target, RequestRecord | None, str | None]]:
     """The target, the cold first request (embedded engine), and the launch command of an
     engine doctor started itself (None for a service it was pointed at)."""
-    given = options.target.target()
-    if given is not None:
-        yield complete_target(given), None, None
-        return
-    from ttft.engines.llamacpp.embedded import launch_embedded
 
-    ctx_size = _embedded_ctx(real)
-    console.print(
-        f"[dim]starting the embedded engine (llama-server, Gemma 3 270M, "
-        f"{EMBEDDED_SLOTS} slots, context {ctx_size}) ...[/dim]"
-    )
-    with launch_embedded(ctx_size=ctx_size, parallel=EMBEDDED_SLOTS) as engine:
-        target = Target(engine.base_url, engine.model_name, engine.metrics_url, "llamacpp")
+    def say(size: EmbeddedSize) -> None:
+        console.print(f"[dim]starting the embedded engine ({size.describe()}) ...[/dim]")
+
+    given = options.target.target()
+    with target_or_embedded(given, _embedded_size(real), on_start=say) as served:
+        engine = served.engine
+        if engine is None:
+            yield served.target, None, None
+            return
         # The plan runs its own copy of this engine on a port of its own.
         launch = shlex.join(remove_flags(engine.process.argv, ["--port", "--host"], "llamacpp"))
-        yield target, _cold_request(target), launch
+        yield served.target, _cold_request(served.target), launch
 
 
 def _cold_request(target: Target) -> RequestRecord | None:

@@ -5,9 +5,6 @@ Attached to the ``ttft lint`` group by ``ttft.cli.lint`` (import that module, no
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +14,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from ttft.cli.lint_common import exit_with, output_options, user_errors
-from ttft.core.errors import TtftError
 from ttft.core.findings import Severity, without_rules
-from ttft.core.target import Target
+from ttft.lint.prompts.inputs import load_requests, prompt_sources
 from ttft.lint.prompts.prefix_cache import CACHE_MODEL_HELP, CACHE_MODELS
-from ttft.lint.prompts.tokens import PromptTokens
-from ttft.prompts.chat_template import ChatTemplate
 from ttft.report.findings import (
     dumps,
     exit_code,
@@ -31,86 +25,10 @@ from ttft.report.findings import (
     render_text,
     sarif_document,
 )
-from ttft.workload.request_log import ChatRequest
-from ttft.workload.tokenizer import Tokenizer
 
 
-@dataclass
-class _Sources:
-    template: ChatTemplate
-    tokens: PromptTokens
-    server: Target | None  # where the prefill rate can be measured
-    sliding_window: bool  # the served model uses sliding-window attention (checkpoint reuse)
-
-
-@contextlib.contextmanager
-def _sources(
-    template_path: Path | None,
-    template_name: str | None,
-    tokenizer_path: Path | None,
-    url: str | None,
-    api_key: str | None,
-) -> Iterator[_Sources]:
-    """Template and tokenizer from files, a running server, or the embedded engine (started here
-    and stopped on exit) for whatever the files do not give."""
-    from ttft.engines.control import ServerTokenizer
-    from ttft.lint.prompts.server import (
-        fetch_server_props,
-        server_prefix_ids,
-        server_sliding_window,
-        template_from_server,
-    )
-    from ttft.prompts.sources import load_template
-    from ttft.workload.hf_tokenizer import HFTokenizer
-
-    template = load_template(template_path, template_name) if template_path else None
-    if tokenizer_path is None and template_path is not None and template_path.suffix == ".json":
-        beside = template_path.with_name("tokenizer.json")
-        tokenizer_path = beside if beside.is_file() else None
-    tokenizer: Tokenizer | None = HFTokenizer.from_file(tokenizer_path) if tokenizer_path else None
-    if template is not None and tokenizer is not None and url is None:
-        yield _Sources(template, PromptTokens(tokenizer), None, sliding_window=False)
-        return
-    with contextlib.ExitStack() as stack:
-        if url is None:
-            url = _start_embedded(stack)
-        target = Target(url, api_key=api_key)
-        sliding = server_sliding_window(fetch_server_props(target)) is not None
-        if template is None:
-            template = template_from_server(target)
-        if tokenizer is None:
-            if template_path is not None:
-                click.echo(
-                    f"note: counting tokens with {url}/tokenize; give --tokenizer with the "
-                    "model's tokenizer.json for exact counts of another model",
-                    err=True,
-                )
-            tokens = PromptTokens(ServerTokenizer(target), server_prefix_ids(target))
-        else:
-            tokens = PromptTokens(tokenizer)
-        yield _Sources(template, tokens, target, sliding)
-
-
-def _start_embedded(stack: contextlib.ExitStack) -> str:
-    from ttft.engines.llamacpp.embedded import launch_embedded
-
-    click.echo("starting the embedded engine (llama-server, Gemma 3 270M) ...", err=True)
-    engine = stack.enter_context(launch_embedded(ctx_size=4096, parallel=1))
-    return engine.base_url
-
-
-def _load_requests(log: Path | None, messages: Path | None) -> list[ChatRequest]:
-    from ttft.workload.request_log import load_request_log, load_sample
-
-    if (log is None) == (messages is None):
-        raise TtftError(
-            "give a request log (LOG.jsonl) or one conversation (--messages FILE.json)",
-            "ttft lint prompts requests.jsonl   or   ttft lint prompts --messages sample.json",
-        )
-    if log is not None:
-        return load_request_log(log)
-    assert messages is not None
-    return [load_sample(messages)]
+def _say(line: str) -> None:
+    click.echo(line, err=True)
 
 
 def _cache_table(rows: list[tuple[str, str, str]], title: str) -> Table:
@@ -211,8 +129,9 @@ def prompts(
     from ttft.report.prompts import report, report_rows, saving_line
 
     with user_errors():
-        requests = _load_requests(log, messages)
-        with _sources(template_path, template_name, tokenizer_path, url, api_key) as src:
+        requests = load_requests(log, messages)
+        sources = prompt_sources(template_path, template_name, tokenizer_path, url, api_key, _say)
+        with sources as src:
             model = CACHE_MODELS[cache_model or ("checkpoint" if src.sliding_window else "token")]
             rate = prefill_rate
             if rate is None and src.server is not None and len(requests) > 1:

@@ -41,6 +41,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ttft.cli.serve:serve",
         "Run the embedded llama-server (Gemma 3 270M) in the foreground.",
     ),
+    "simulate": (
+        "ttft.cli.simulate:simulate",
+        "What-if answers (replicas, routing, slots, rate) from a model calibrated on your engine.",
+    ),
     "tune": (
         "ttft.cli.tune:tune",
         "Sweep engine settings under SLOs and attribute A/B chains; resumable experiments.",

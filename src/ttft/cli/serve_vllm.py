@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ttft.cli.serve_common import smoke_request
 from ttft.core.errors import TtftError
 from ttft.engines.vllm.local import RunningVllm, VllmConfig, launch_vllm
 
 if TYPE_CHECKING:
-    from ttft.cli.serve import ServeOptions
+    from ttft.cli.serve_common import ServeOptions
 
 
 def serve_vllm(options: ServeOptions, check: bool) -> None:
@@ -40,8 +41,6 @@ def serve_vllm(options: ServeOptions, check: bool) -> None:
         with launch_vllm(config) as engine:
             _announce(engine)
             if check:
-                from ttft.cli.serve import smoke_request
-
                 reply = smoke_request(engine)
                 text = reply["choices"][0]["message"]["content"]
                 click.echo(f"  chat check: {reply['_elapsed_ms']:.0f} ms, reply {text!r}")

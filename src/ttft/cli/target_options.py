@@ -2,57 +2,32 @@
 
 ``@target_options`` adds ``--url``, ``--model``, ``--api-key``, ``--metrics-url``, ``--engine`` and
 ``--header`` with one spelling and one help text, and hands the command a typed
-``TargetOptions`` instead of six loose keyword arguments.
+``TargetOptions`` instead of six loose keyword arguments. ``@access_options`` is the part that
+says who we are (``--api-key``, ``--header``), for a command whose services are named another
+way (``verify quality``'s ``--baseline``/``--candidate``): a service behind a key is reached the
+same way by every command.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
 
 from ttft.cli.engine_choice import EngineKind
-from ttft.core.errors import TtftError
-from ttft.core.target import Target
+from ttft.core.target_options import AccessOptions, TargetOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@dataclass(frozen=True)
-class TargetOptions:
-    url: str | None
-    model: str | None
-    api_key: str | None
-    metrics_url: str | None
-    engine_kind: str | None
-    headers: tuple[str, ...] = ()
-
-    def header_dict(self) -> dict[str, str]:
-        return dict(parse_header(h) for h in self.headers)
-
-    def target(self) -> Target | None:
-        """The user's service as given (None: no --url, the embedded engine is meant)."""
-        if not self.url:
-            return None
-        return Target(
-            self.url,
-            self.model,
-            self.metrics_url,
-            self.engine_kind,
-            self.api_key,
-            self.header_dict(),
-        )
-
-
-def parse_header(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition(":")
-    if not sep or not name.strip():
-        raise TtftError(f"--header {text!r} is not 'Name: value'", "e.g. --header 'X-Team: infra'")
-    return name.strip(), value.strip()
-
+_API_KEY = click.option(
+    "--api-key", envvar="TTFT_API_KEY", default=None, help="Bearer key (or $TTFT_API_KEY)."
+)
+_HEADER = click.option(
+    "--header", "headers", multiple=True, help="Extra request header 'Name: value'."
+)
 
 _OPTIONS = (
     click.option(
@@ -61,9 +36,7 @@ _OPTIONS = (
         help="Service base URL (http://host:port). Default: start the embedded engine.",
     ),
     click.option("--model", default=None, help="Model name. Default: the first of GET /v1/models."),
-    click.option(
-        "--api-key", envvar="TTFT_API_KEY", default=None, help="Bearer key (or $TTFT_API_KEY)."
-    ),
+    _API_KEY,
     click.option("--metrics-url", default=None, help="Prometheus endpoint. Default: URL/metrics."),
     click.option(
         "--engine",
@@ -72,7 +45,7 @@ _OPTIONS = (
         default=None,
         help="Engine kind (metric names, advice). Default: guessed from /metrics.",
     ),
-    click.option("--header", "headers", multiple=True, help="Extra request header 'Name: value'."),
+    _HEADER,
 )
 
 
@@ -94,4 +67,16 @@ def target_options(command: F) -> F:
     decorated: Any = with_target
     for option in reversed(_OPTIONS):
         decorated = option(decorated)
+    return decorated  # type: ignore[no-any-return]
+
+
+def access_options(command: F) -> F:
+    """Add ``--api-key`` and ``--header``; the command receives them as ``access=AccessOptions``."""
+
+    @functools.wraps(command)
+    def with_access(*args: Any, **kwargs: Any) -> Any:
+        access = AccessOptions(api_key=kwargs.pop("api_key"), headers=tuple(kwargs.pop("headers")))
+        return command(*args, access=access, **kwargs)
+
+    decorated: Any = _HEADER(_API_KEY(with_access))
     return decorated  # type: ignore[no-any-return]

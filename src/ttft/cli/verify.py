@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
+from ttft.cli.target_options import access_options
 from ttft.core.errors import TtftError
+from ttft.core.target_options import AccessOptions
 from ttft.report.verify import markdown_report, text_report
 from ttft.verify.run import QualityOptions, run_quality
 from ttft.verify.sides import SYNTAX, parse_side
@@ -96,6 +98,7 @@ def verify() -> None:
     type=click.IntRange(1, 100000),
     help="Check the first N prompts of --requests-log.",
 )
+@access_options
 @click.option(
     "--format",
     "fmt",
@@ -115,6 +118,7 @@ def quality(
     requests_log: Path | None,
     max_prompts: int,
     fmt: str,
+    access: AccessOptions,
 ) -> int:
     """Compare a candidate's answers with a baseline's at several context lengths.
 
@@ -128,6 +132,8 @@ def quality(
       A URL side that is not llama-server (vLLM, SGLang) is asked through /v1/completions
       and /v1/chat/completions with OpenAI logprobs/top_logprobs. An embedded side reports
       its KV cache size (from llama-server's start-up log) for the trade line.
+
+      --api-key and --header go with every request to a URL side (a service behind a key).
 
       Exit code 1 when a length fails, 0 for pass or degraded.
     """
@@ -145,7 +151,10 @@ def quality(
     def progress(label: str, done: int, total: int) -> None:
         click.echo(f"\r{label}: probe {done}/{total}", err=True, nl=done == total)
 
-    report, _ = run_quality(parse_side(baseline), parse_side(candidate), options, progress)
+    key, headers = access.api_key, access.header_dict()
+    base = parse_side(baseline, api_key=key, headers=headers)
+    cand = parse_side(candidate, api_key=key, headers=headers)
+    report, _ = run_quality(base, cand, options, progress)
     if fmt == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
     elif fmt == "markdown":

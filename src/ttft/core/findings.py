@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ttft.core.cost_tier import CostTier as CostTier  # re-exported: its old home
@@ -178,9 +178,6 @@ class Finding:
         if self.expected is None and self.found is None:
             return self.message
         return f"{self.message} (expected {self.expected}, found {self.found})"
-
-    def with_severity(self, severity: Severity) -> Finding:
-        return replace(self, severity=severity)
 
     def cost_key(self) -> tuple[int, float, int]:
         """Cheapest fix first, then the largest expected gain, then the most certain."""

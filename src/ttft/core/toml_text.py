@@ -5,6 +5,12 @@ so a check that rejects a value (an unknown key, a wrong type) finds its line he
 text: the table's header, then the ``name =`` line inside it. The scan reads lines, not TOML, so
 a hand-written multi-line string that looks like a header can mislead it; it only picks the line
 an error message names, never what a value means.
+
+Why not tomlkit, which writes TOML and keeps a user's comments when it rewrites a file: ttft
+never rewrites a file a person edited (doctor writes a new plan, ``tune ab`` only reads one), so
+that strength has no use here, and it would be a new dependency that takes ~90 ms to import
+against ~3 ms for this module (measured with ``python -X importtime`` on this machine), for
+files of a few dozen lines that this writer produces in ~40 us (tomlkit: ~850 us).
 """
 
 from __future__ import annotations

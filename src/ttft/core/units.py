@@ -26,10 +26,6 @@ def ns_to_s(ns: float) -> float:
     return ns / NS_PER_S
 
 
-def ms_to_ns(ms: float) -> float:
-    return ms * NS_PER_MS
-
-
 def display_unit(unit: str) -> str:
     """The unit a renderer shows for a metric's internal unit (``ns`` shows as ``ms``)."""
     return _DISPLAY_UNIT.get(unit, unit)

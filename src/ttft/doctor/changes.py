@@ -62,9 +62,12 @@ def _per_slot_context(ctx: DoctorContext) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def move_dynamic_last() -> Change:
+def move_dynamic_last(spans: str = "") -> Change:
+    """The ``move-dynamic`` request transform; ``spans`` names what it moves (the log analysis's
+    summary), for the person who reads the plan."""
+    label = "dynamic content moved after the static prefix"
     return Change(
-        "dynamic content moved after the static prefix",
+        f"{label}: {spans}" if spans else label,
         transforms=("move-dynamic",),
         tier=CostTier.TRANSPORT,
         rule="cache/dynamic-prefix",

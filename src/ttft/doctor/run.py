@@ -10,7 +10,14 @@ from typing import Any
 from ttft import __version__
 from ttft.core.errors import TtftError
 from ttft.core.findings import Finding, rank_by_cost
-from ttft.doctor import step_cache, step_latency, step_sampling, step_server, step_transport
+from ttft.doctor import (
+    step_cache,
+    step_dynamic,
+    step_latency,
+    step_sampling,
+    step_server,
+    step_transport,
+)
 from ttft.doctor.context import DoctorContext
 from ttft.doctor.findings import StepResult, StepStatus, doctor_dict
 
@@ -23,6 +30,7 @@ STEPS: list[tuple[str, Step]] = [
     ("timeline", step_server.timeline),
     ("capacity", step_server.capacity),
     ("prefix_cache", step_cache.prefix_cache),
+    ("dynamic_prefix", step_dynamic.dynamic_prefix),
     ("control", step_cache.control),
     ("sampling", step_sampling.sampling),
     ("cold_start", step_latency.cold_start),

@@ -1,20 +1,17 @@
-"""Steps 4 and 5: the prefix cache (the same request twice; the user's real prompts), and a
-minimal control prompt against the real ones."""
+"""Steps 4 and 5: the prefix cache (the same request twice, a changing first line), and a
+minimal control prompt against the real ones. The user's own prompts are checked for dynamic
+content by ``step_dynamic``."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ttft.core.findings import Confidence, CostTier, Evidence
 from ttft.core.records import RequestRecord
-from ttft.doctor.changes import move_dynamic_last, prefix_cache_on
+from ttft.doctor.changes import prefix_cache_on
 from ttft.doctor.context import DoctorContext, median, server_ms, ttft_ms, ttfts_ms
 from ttft.doctor.findings import StepResult, StepStatus
-from ttft.prompts.dynamic_content import DynamicSpan, find_dynamic
 from ttft.workload.requests import WorkItem
 
 TWICE_TOKENS = 600
-REPLAY_MAX = 6
 
 
 def _cached(record: RequestRecord) -> float | None:
@@ -40,7 +37,7 @@ def _prefill_rate(ctx: DoctorContext, records: list[RequestRecord]) -> float | N
 
 
 def prefix_cache(ctx: DoctorContext) -> StepResult:
-    step = StepResult("prefix_cache", "Prefix cache: the same request twice, and your prompts")
+    step = StepResult("prefix_cache", "Prefix cache: the same request twice")
     text = ctx.text(TWICE_TOKENS, "doctor/twice")
     same = ctx.chat(text)
     first, second = (ctx.sample([same]).records[0], ctx.sample([same]).records[0])
@@ -66,16 +63,12 @@ def prefix_cache(ctx: DoctorContext) -> StepResult:
     cache_works = t2 < 0.6 * t1 or (hit is not None and hit >= 0.8 * TWICE_TOKENS)
     if not cache_works:
         _cache_off(ctx, step, t1, t2, hit)
-    if ctx.real_items:
-        _replay(ctx, step, cache_works)
-    else:
+    if not ctx.real_items:
         step.notes.append(
-            "no --requests-log given: your own prompts were not checked for "
-            "dynamic content at their start"
+            "no --requests-log given: your own prompts were not checked for dynamic content "
+            "before their static parts (the dynamic_prefix step does that with a log)"
         )
     step.summary = "prefix cache works" if cache_works else "prefix cache gives no reuse"
-    if any(f.rule == "cache/dynamic-prefix" for f in step.findings):
-        step.summary += "; your prompts defeat it with dynamic content at the start"
     return step
 
 
@@ -94,96 +87,6 @@ def _cache_off(
         gain="most of the prefill time of repeated prefixes",
         change=prefix_cache_on(ctx),
     )
-
-
-def _static_part(item: WorkItem) -> tuple[str, list[DynamicSpan]]:
-    """The would-be static prefix of a chat request (everything before the last user message)
-    as text, and the dynamic spans found in it."""
-    messages: list[Any] = item.body.get("messages") or []
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
-    parts = [str(m.get("content") or "") for m in messages[:last_user]]
-    text = "\n".join(parts)
-    return text, find_dynamic(text)
-
-
-def _without(text: str, spans: list[DynamicSpan]) -> str:
-    out, pos = [], 0
-    for span in spans:
-        out.append(text[pos : span.start])
-        pos = span.end
-    out.append(text[pos:])
-    return "".join(out)
-
-
-def _replay(ctx: DoctorContext, step: StepResult, cache_works: bool) -> None:
-    items = [i for i in ctx.real_items if i.api == "chat"][:REPLAY_MAX]
-    if len(items) < 2:
-        step.notes.append("fewer than 2 chat requests in the log: nothing to replay")
-        return
-    records = ctx.sample(items).records
-    statics = [_static_part(i) for i in items]
-    measured, potential = [], []
-    for idx in range(1, len(items)):
-        rec = records[idx] if idx < len(records) else None
-        hit = _cached(rec) if rec is not None and rec.ok else None
-        fixed_now = _without(*statics[idx])
-        fixed_before = _without(*statics[idx - 1])
-        if hit is None or not fixed_now or fixed_now != fixed_before:
-            continue
-        measured.append(hit)
-        potential.append(_tokens(ctx, fixed_now))
-    spans = [s for _, found in statics for s in found]
-    if not measured:
-        step.notes.append("the replayed requests share no static prefix to reuse")
-        return
-    got, could = median(measured) or 0.0, median(potential) or 0.0
-    step.evidence += [
-        Evidence("your prompts: cached tokens per request (p50)", got, "tokens", "usage"),
-        Evidence(
-            "your prompts: shareable prefix after moving dynamic content",
-            could,
-            "tokens",
-            "tokenizer",
-        ),
-    ]
-    if could < 64 or got >= 0.5 * could or not spans:
-        return
-    first = min(spans, key=lambda s: s.start)
-    rate = _prefill_rate(ctx, records)
-    gain = (could - got) / rate if rate else None
-    step.evidence.append(
-        Evidence(
-            "first dynamic content in the prefix",
-            f"{first.label} {first.text!r} at character {first.start}",
-            "",
-            "lint",
-        )
-    )
-    step.add_finding(
-        rule="cache/dynamic-prefix",
-        title=f"requests that share a {could:.0f}-token prompt prefix reuse only "
-        f"{got:.0f} tokens from the cache",
-        message=f"{first.label} ({first.text!r}) near the start of the prompt changes on every "
-        "request, so no request's prefix matches an earlier one",
-        action="move the dynamic content to the end of the last user message (or inject it "
-        "by a tool call); keep the system prompt byte-identical across requests "
-        "(`ttft lint prompts` shows every such span)",
-        tier=CostTier.TRANSPORT,  # a prompt/template change: the cheapest tier
-        confidence=Confidence.HIGH if cache_works else Confidence.MEDIUM,
-        expected_gain_ms=gain,
-        change=move_dynamic_last(),
-        gain=(
-            f"about {gain:.0f} ms of prefill per request"
-            if gain
-            else f"{could - got:.0f} prompt tokens of prefill per request"
-        ),
-    )
-
-
-def _tokens(ctx: DoctorContext, text: str) -> float:
-    if ctx.tokenizer is not None:
-        return float(len(ctx.tokenizer.encode(text)))
-    return len(text) / 4.0  # a common rule of thumb for English text
 
 
 def control(ctx: DoctorContext) -> StepResult:

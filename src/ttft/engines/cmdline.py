@@ -7,6 +7,7 @@ flag names. Container command lines are understood when the image is one of the 
 (``vllm/vllm-openai``, ``ghcr.io/ggml-org/llama.cpp:server``); the arguments after the image are the
 engine's. A command line may come as tokens (``ttft lint engine -- vllm serve ...``), as one quoted
 string, or from a shell script / Dockerfile line, in which case each token keeps its line number.
+What it builds (``EngineCommand``) is defined in ``engines/command.py``.
 """
 
 from __future__ import annotations
@@ -14,73 +15,14 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
 from ttft.core.errors import TtftError
-from ttft.core.findings import Location
 from ttft.engines.adapter import EngineAdapter
+from ttft.engines.command import COMMAND_LINE as COMMAND_LINE  # parse()'s default source
+from ttft.engines.command import Arg, EngineCommand, Token
 from ttft.engines.flags import FlagSpec
-
-COMMAND_LINE = "<command line>"
-
-
-@dataclass(frozen=True)
-class Token:
-    text: str
-    index: int  # position in the whole command line, 0-based
-    line: int | None = None  # line in the source file, when read from one
-
-
-@dataclass(frozen=True)
-class Arg:
-    """One flag occurrence; ``spec`` is None for a flag the tables do not know."""
-
-    flag: str  # as written, before any ``=value``
-    spec: FlagSpec | None
-    value: str | None  # "true"/"false" for switches, the value otherwise
-    token: Token
-
-    @property
-    def canonical(self) -> str:
-        return self.spec.canonical if self.spec else self.flag.lstrip("-")
-
-
-@dataclass(frozen=True)
-class EngineCommand:
-    engine: str  # "vllm", "sglang" or "llamacpp"
-    tokens: tuple[Token, ...]
-    args: tuple[Arg, ...]
-    positionals: tuple[Token, ...]
-    env: tuple[tuple[str, str], ...]
-    source: str = COMMAND_LINE
-
-    def get(self, canonical: str) -> Arg | None:
-        """The last occurrence of a flag (argparse and llama.cpp both let the last one win)."""
-        found = [a for a in self.args if a.canonical == canonical]
-        return found[-1] if found else None
-
-    def value(self, canonical: str) -> str | None:
-        arg = self.get(canonical)
-        return arg.value if arg else None
-
-    def env_value(self, name: str) -> str | None:
-        for key, value in self.env:
-            if key == name:
-                return value
-        return None
-
-    def location(self, token: Token | None = None) -> Location:
-        """Where a token is: its line in a file, or its index on a command line."""
-        if token is None:
-            token = self.tokens[0] if self.tokens else Token("", 0)
-        if token.line is not None:
-            return Location(self.source, token.line)
-        return Location(self.source, offset=token.index, offset_unit="token")
-
-    def text(self) -> str:
-        return " ".join(shlex.quote(t.text) for t in self.tokens)
-
+from ttft.engines.registry import adapter_for, adapters
 
 # --- reading command lines ------------------------------------------------------------------
 
@@ -184,8 +126,6 @@ def detect(tokens: list[Token], engine: str | None = None) -> tuple[str, list[To
 
     Each registered engine recognises its own launchers; the earliest match on the line wins.
     """
-    from ttft.engines.registry import adapter_for, adapters  # the registry imports the rules
-
     rest, _env = _strip_env(tokens)
     if engine is not None:
         return engine, _after_launcher(rest, adapter_for(engine))
@@ -228,8 +168,6 @@ def parse(
     if not tokens:
         raise TtftError("empty command line", "pass the engine's command line after --")
     _rest, env = _strip_env(tokens)
-    from ttft.engines.registry import adapter_for
-
     kind, arg_tokens = detect(tokens, engine)
     adapter = adapter_for(kind)
     table = adapter.flags

@@ -1,4 +1,11 @@
-"""Prometheus text exposition: parse a scrape into samples, and take deltas between two scrapes."""
+"""Prometheus text exposition: parse a scrape into samples, and take deltas between two scrapes.
+
+The parser is ttft's own although ``prometheus_client`` (a dependency, for the gateway's
+/metrics) ships the reference one: bench and doctor scrape every 250 ms during a cell on the
+machine that sends the load, and the reference parser takes 3-4x the time on the engines' real
+expositions (``python benchmarks/prometheus_parser.py``, which first checks that both read
+every sample alike).
+"""
 
 from __future__ import annotations
 

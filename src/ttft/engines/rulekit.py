@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ttft.core.findings import Finding, Location, Severity
-from ttft.engines.cmdline import Arg, EngineCommand
+from ttft.engines.command import Arg, EngineCommand
 
 # The range worth sweeping for the per-step token budget: start at 2048, sweep 1024/2048/4096.
 BUDGET_LOW, BUDGET_START, BUDGET_HIGH = 1024, 2048, 4096

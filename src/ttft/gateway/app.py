@@ -13,13 +13,17 @@ import hmac
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ttft.gateway.admission.shares import ClientShares
+from ttft.gateway.body_cost import body_cost
 from ttft.gateway.config import GatewayConfig
 from ttft.gateway.discover import discover_replica
 from ttft.gateway.errors import GatewayError, bad_request, not_found, unauthorized
 from ttft.gateway.hosts import allowed_hosts, host_name
-from ttft.gateway.http_server import HttpServer, Request, Response
+from ttft.gateway.http.budget import server_busy
+from ttft.gateway.http.server import HttpServer, Request, Response
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.proxy import CHAT, COMPLETIONS, Proxy, check_method
 from ttft.gateway.runtime import (
@@ -29,13 +33,14 @@ from ttft.gateway.runtime import (
     health_loop,
     setup_prerender,
 )
-from ttft.gateway.shares import ClientShares
 from ttft.gateway.validate import parse_body
 
 log = logging.getLogger("ttft.gateway")
 _clock = time.perf_counter_ns
 
 _ENDPOINTS = {"/v1/chat/completions": CHAT, "/v1/completions": COMPLETIONS}
+_COUNTED_BYTES = 4 * 1024  # bodies from this size have their parsing cost counted first
+_OFF_LOOP_BYTES = 64 * 1024  # and from this size are parsed in the parser thread
 
 
 class Gateway:
@@ -58,17 +63,23 @@ class Gateway:
             max_header_bytes=limits.max_header_bytes,
             max_body_bytes=limits.max_body_bytes,
             max_bodies_in_flight_bytes=limits.max_bodies_in_flight_bytes,
+            max_bodies_in_flight_bytes_per_client=limits.max_bodies_in_flight_bytes_per_client,
+            body_timeout_s=limits.body_timeout_s,
             max_connections=limits.max_connections,
             max_connections_per_client=limits.max_connections_per_client,
             first_request_timeout_s=limits.first_request_timeout_s,
             read_timeout_s=limits.read_timeout_s,
             idle_timeout_s=limits.idle_timeout_s,
             write_timeout_s=limits.write_timeout_s,
+            stall_timeout_s=limits.stream_stall_timeout_s,
         )
         self._keys = tuple(k.encode() for k in config.api_keys)
         self._boosts = dict(config.key_priority_boosts)
         self._hosts = allowed_hosts(config)
         self._tasks: list[asyncio.Task[None]] = []
+        # One thread for large bodies: parsing is CPU work under the GIL, so more threads
+        # would only take more turns from the loop.
+        self._parser = ThreadPoolExecutor(1, thread_name_prefix="ttft-gateway-parse")
         self.started_at = time.time()
 
     @property
@@ -130,18 +141,22 @@ class Gateway:
                 await task
         self._tasks.clear()
         await self.server.stop()
+        self._parser.shutdown(wait=False, cancel_futures=True)
         for runtime in self.models.values():
             for replica in runtime.replicas:
                 replica.pool.close()
 
     # -- requests --------------------------------------------------------------------------
 
-    def precheck(self, request: Request) -> None:
-        """What the head alone decides, before any body byte is read: route, method, key.
+    def precheck(self, request: Request) -> str | None:
+        """What the head alone decides, before any body byte is read: key, route, method.
+        Returns whom the request's body counts against (its key; None: its address).
 
-        With no keys, the Host must be a loopback name (or ``allowed_hosts``) and a POST must be
-        ``application/json``: a web page the user visits cannot then reach an open gateway on
-        localhost, neither by DNS rebinding nor by a form post (which needs no CORS preflight).
+        The key comes first: without one, an unknown route is a 401 like any other, so the
+        route list is not readable without a key. With no keys, the Host must be a loopback
+        name (or ``allowed_hosts``) and a POST must be ``application/json``: a web page the
+        user visits cannot then reach an open gateway on localhost, neither by DNS rebinding
+        nor by a form post (which needs no CORS preflight).
         """
         path = request.path
         host = request.headers.get("host")
@@ -149,6 +164,9 @@ class Gateway:
             # RFC 9112, 3.2: a 400; and the Host check below must not be skipped by leaving
             # the header out.
             raise bad_request("an HTTP/1.1 request needs a Host header")
+        public = self.config.public_metrics and path in ("/health", "/metrics")
+        if self._keys and not public:
+            self._authorize(request)
         expect = request.headers.get("expect")
         if expect is not None and expect.lower() != "100-continue":
             # RFC 9110, 10.1.1: an expectation we cannot meet is a 417, not silently ignored.
@@ -165,23 +183,23 @@ class Gateway:
                 "serves /v1/chat/completions, /v1/completions, /v1/models, "
                 "/health and /metrics"
             )
-        if not self._keys:
-            if host is not None and host_name(host) not in self._hosts:
-                raise GatewayError(
-                    403,
-                    "this gateway has no API keys, so it answers only requests addressed to "
-                    "localhost; set api_keys or allowed_hosts to serve other names",
-                    code="host_not_allowed",
-                )
-            media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
-            if request.method == "POST" and media != "application/json":
-                raise GatewayError(
-                    415,
-                    "send the body as Content-Type: application/json",
-                    code="unsupported_media_type",
-                )
-        elif path in _ENDPOINTS or path == "/v1/models" or not self.config.public_metrics:
-            self._authorize(request)
+        if self._keys:
+            return None if public else "key:" + _bearer(request)
+        if host is not None and host_name(host) not in self._hosts:
+            raise GatewayError(
+                403,
+                "this gateway has no API keys, so it answers only requests addressed to "
+                "localhost; set api_keys or allowed_hosts to serve other names",
+                code="host_not_allowed",
+            )
+        media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if request.method == "POST" and media != "application/json":
+            raise GatewayError(
+                415,
+                "send the body as Content-Type: application/json",
+                code="unsupported_media_type",
+            )
+        return None
 
     async def handle(self, request: Request, response: Response) -> None:
         endpoint = _ENDPOINTS.get(request.path)
@@ -190,11 +208,13 @@ class Gateway:
         response.server_timing = lambda: f"gateway;dur={(_clock() - received) / 1e6:.3f}"
         try:
             if endpoint is not None:
-                body = parse_body(request.body)
+                body = await self._parse(request)
                 plan = self.proxy.plan(request, endpoint, body, self._boost(request))
+                del body  # the plan holds it until it has gone upstream (Proxy.run)
                 model = plan.runtime.name
-                with self.shares.hold(self._client(request), plan.runtime):
-                    await self.proxy.run(request, response, plan)
+                client = self._client(request)
+                with self.shares.hold(client, plan.runtime):
+                    await self.proxy.run(request, response, plan, client)
             elif request.path == "/v1/models":
                 self._send_json(response, 200, self._models_body())
             elif request.path == "/health":
@@ -211,6 +231,34 @@ class Gateway:
         finally:
             if response.status is not None and label in ("chat", "completions", "/v1/models"):
                 self.metrics.requests.inc(model, label, str(response.status))
+
+    async def _parse(self, request: Request) -> dict[str, Any]:
+        """The body, parsed where it cannot stall other connections for long.
+
+        Past a few KiB its cost is counted first (``body_cost``, C passes over the bytes): over
+        ``limits.max_body_cost`` it is a 413 without being parsed, and what the parsed body
+        will hold is charged to the body budget (503 when spent). Past 64 KiB it is parsed in
+        the gateway's parser thread: the loop keeps serving while it runs (objects, the costly
+        kind, call back into Python, which lets the loop take its turns).
+        """
+        raw = request.body
+        if len(raw) < _COUNTED_BYTES:
+            return parse_body(raw)
+        cost = body_cost(raw)
+        limit = self.config.limits.max_body_cost
+        if cost.units > limit:
+            raise GatewayError(
+                413,
+                f"the request body holds too many JSON values to parse here (cost {cost.units}, "
+                f"at most {limit}); send fewer, longer values",
+                code="body_too_complex",
+            )
+        if request.charge is not None and not request.charge(cost.memory):
+            raise server_busy()
+        if len(raw) < _OFF_LOOP_BYTES:
+            return parse_body(raw)
+        loop = self.server.loop or asyncio.get_running_loop()
+        return await loop.run_in_executor(self._parser, parse_body, raw)
 
     def _boost(self, request: Request) -> int:
         """How far below 0 this request's key may set ``priority`` (checked by ``plan``)."""

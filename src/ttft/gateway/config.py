@@ -109,7 +109,7 @@ class AdmissionConfig:
     long_prompt_tokens: int = 1024  # a prompt above this goes to the long lane
     short_burst: int = 4  # short dispatches in a row before a waiting long one gets its turn
     # Slots of each replica that long requests may not take, kept for the short lane; None: 1 when
-    # max_in_flight >= 2, else 0 (admission.resolve_long_reserve). 0 turns the reserve off.
+    # max_in_flight >= 2, else 0 (admission.lanes.resolve_long_reserve). 0 turns the reserve off.
     long_reserve: int | None = None
     queue_timeout_s: float = 30.0
     # How far below 0 a request's ``priority`` may go (lower goes first): 0 means nobody jumps
@@ -117,10 +117,12 @@ class AdmissionConfig:
     max_priority_boost: int = 0
     # llama-server only, with a reserve and the slot count read from /props: send each request
     # to a chosen slot (``id_slot``), short ones to the lowest, whose tokens each batch takes
-    # first (gateway/slot_pins.py). Off: the engine picks slots itself.
+    # first (gateway/admission/slot_pins.py). Off: the engine picks slots itself.
     pin_slots: bool = True
-    # Per client (key, else address) and model, queued + in flight; None: half (gateway/shares)
+    # Per client (key, else address) and model, queued + in flight; None: half (admission/shares)
     max_requests_per_client: int | None = None
+    # Per client and replica, in flight; None: half the slots with keys, no limit without.
+    max_slots_per_client: int | None = None
 
 
 @dataclass(frozen=True)
@@ -143,13 +145,20 @@ class LimitsConfig:
     # Per client address; behind a proxy every client has the proxy's address: raise it or 0.
     max_connections_per_client: int = 256
     max_bodies_in_flight_bytes: int = 64 * 1024 * 1024  # all request bodies being received
+    # One client's part of it (its key, else its address); unset: a quarter, 0: no share.
+    max_bodies_in_flight_bytes_per_client: int | None = None
+    body_timeout_s: float = 10.0  # the most time between two reads of a request body
     first_request_timeout_s: float = 10.0  # a new connection must send its first request
     read_timeout_s: float = 30.0  # to receive a whole request once it started
     idle_timeout_s: float = 75.0  # a keep-alive client connection with nothing to do
     write_timeout_s: float = 60.0  # a client that reads nothing of its answer for this long
+    # A stream holding an engine slot whose client stops taking it (its socket stays full)
+    stream_stall_timeout_s: float = 10.0
     max_tokens: int = 1024 * 1024  # the most max_tokens / max_completion_tokens a request asks
     max_n: int = 16  # the most choices (``n``) a request asks
     max_messages: int = 4096  # per chat request: each costs Python work on the event loop
+    # A body's parsing cost, counted before parsing it (units of ~50 ns here; body_cost.py).
+    max_body_cost: int = 500_000
     connect_timeout_s: float = 5.0
     upstream_idle_timeout_s: float = 600.0  # silence from an upstream in the middle of an answer
     max_response_bytes: int = 16 * 1024 * 1024  # a non-streamed answer we must translate

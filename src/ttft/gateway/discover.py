@@ -23,10 +23,10 @@ from typing import Any
 
 from ttft.client.errors import RequestFailed
 from ttft.engines import control
-from ttft.gateway.admission import resolve_long_reserve
+from ttft.gateway.admission.lanes import resolve_long_reserve
+from ttft.gateway.admission.slot_pins import SlotPins
 from ttft.gateway.config import GatewayConfig, engine_adapter
 from ttft.gateway.runtime import ModelRuntime, Replica, fetch
-from ttft.gateway.slot_pins import SlotPins
 
 log = logging.getLogger("ttft.gateway")
 

@@ -28,8 +28,12 @@ class ThrottledLog:
         self._next_at: dict[Hashable, float] = {}
         self._suppressed: dict[Hashable, int] = {}
 
-    def log(self, kind: Hashable, level: int, message: str, *args: object) -> bool:
-        """Log ``message % args`` unless ``kind`` logged within the interval; True if logged."""
+    def log(
+        self, kind: Hashable, level: int, message: str, *args: object, exc_info: bool = False
+    ) -> bool:
+        """Log ``message % args`` unless ``kind`` logged within the interval; True if logged.
+        ``exc_info``: with the traceback of the exception being handled (once per interval,
+        like the line)."""
         if not self.logger.isEnabledFor(level):
             return False
         now = self.clock()
@@ -43,7 +47,7 @@ class ThrottledLog:
         more = self._suppressed.pop(kind, 0)
         if more:
             message += f" ({more} more like it in the last {self.interval_s:g} s, not logged)"
-        self.logger.log(level, message, *args)
+        self.logger.log(level, message, *args, exc_info=exc_info)
         return True
 
 

@@ -11,15 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ttft.core.errors import TtftError
-from ttft.gateway.admission import lane_for
+from ttft.gateway.admission.lanes import lane_for
 from ttft.gateway.config import GatewayConfig
 from ttft.gateway.errors import GatewayError, bad_request
-from ttft.gateway.http_wire import Request
+from ttft.gateway.http.wire import Request
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.prerender import Rendered
 from ttft.gateway.routing import affinity_key
 from ttft.gateway.runtime import ModelRuntime
 from ttft.gateway.validate import check_common, check_messages, check_prompt
+from ttft.prompts.hygiene import HygieneLearner
 
 CHAT, COMPLETIONS = "chat", "completions"
 PATHS = {CHAT: "/v1/chat/completions", COMPLETIONS: "/v1/completions"}
@@ -141,6 +142,7 @@ class Planner:
         self.config = config
         self.models = models
         self.metrics = metrics
+        self._learner = HygieneLearner(max_chars=HYGIENE_SCAN_CHARS, max_spans=HYGIENE_MAX_MOVES)
 
     # -- planning --------------------------------------------------------------------------
 
@@ -267,11 +269,9 @@ class Planner:
             )
         return runtime
 
-    @staticmethod
-    def _hygiene(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-        from ttft.prompts.transform import move_dynamic
-
-        return move_dynamic(messages, max_chars=HYGIENE_SCAN_CHARS, max_spans=HYGIENE_MAX_MOVES)
+    def _hygiene(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+        # The log analysis over the requests seen so far: the spans lint and doctor name.
+        return self._learner.move(messages)
 
     @staticmethod
     def _bypass_reason(

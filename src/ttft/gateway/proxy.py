@@ -11,28 +11,37 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
+import secrets
 import time
 from typing import Any
 
 from ttft.client import errors
 from ttft.client.errors import RequestFailed
-from ttft.gateway.admission import Shed
+from ttft.gateway.admission.lanes import Shed
+from ttft.gateway.admission.slot_pins import with_slot
 from ttft.gateway.config import GatewayConfig, engine_adapter
-from ttft.gateway.errors import GatewayError, overloaded, upstream_failed
-from ttft.gateway.http_server import Request, Response
+from ttft.gateway.errors import GatewayError, error_body, overloaded, upstream_failed
+from ttft.gateway.http.server import Request, Response
 from ttft.gateway.log_limit import ThrottledLog
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.plan import CHAT, COMPLETIONS, PATHS, Plan, Planner
 from ttft.gateway.routing import NONE
 from ttft.gateway.runtime import ModelRuntime, Replica
 from ttft.gateway.sinks import ChatJsonSink, ChatStreamSink, ForwardSink
-from ttft.gateway.slot_pins import with_slot
 from ttft.gateway.upstream import request_bytes
 
 _RETRYABLE = (errors.CONNECT, errors.DISCONNECT, errors.INCOMPLETE_STREAM)
 _MARK_DOWN = (errors.CONNECT, errors.DISCONNECT, errors.INCOMPLETE_STREAM)
 _clock = time.perf_counter_ns
 log = logging.getLogger("ttft.gateway")
+# What is read of a body once it went upstream: everything else of it is dropped then.
+_KEPT_FIELDS = ("id_slot", "stream_options")
+# What an engine's message must not hold to reach a client: a path, a URL, an address, a
+# traceback's words.
+_REVEALING = re.compile(
+    r"[/\\]|://|\d+\.\d+\.\d+\.\d+|:\d{2,5}\b|\[[0-9a-fA-F:]+\]|Traceback|File \""
+)
 
 
 class Proxy:
@@ -52,8 +61,18 @@ class Proxy:
 
     # -- sending ---------------------------------------------------------------------------
 
-    async def run(self, request: Request, response: Response, plan: Plan) -> None:
+    async def run(self, request: Request, response: Response, plan: Plan, client: str = "") -> None:
         runtime = plan.runtime
+        # What goes upstream, for each kind of replica of the model (usually one kind), built
+        # once; then the parsed body is dropped, with what it was charged to the body budget:
+        # 3.8 MB of small objects held ~100 MB for as long as its answer streamed.
+        flags = {
+            plan.rendered is not None and r.config.prerender is not False for r in runtime.replicas
+        }
+        payloads = {flag: self._upstream_body(plan, flag) for flag in flags}
+        plan.body = {k: plan.body[k] for k in _KEPT_FIELDS if k in plan.body}
+        if request.uncharge is not None:
+            request.uncharge()
         tried: set[int] = set()
         last: RequestFailed | None = None
         for attempt in range(1 + self.config.routing.retries):
@@ -69,7 +88,7 @@ class Proxy:
             replica = runtime.replicas[choice.index]
             try:
                 waited = await replica.admission.acquire(
-                    plan.lane, plan.priority, self.config.admission.queue_timeout_s
+                    plan.lane, plan.priority, self.config.admission.queue_timeout_s, client
                 )
             except asyncio.CancelledError:
                 self.metrics.cancelled.inc(runtime.name)  # left while it waited in the queue
@@ -89,9 +108,9 @@ class Proxy:
             # before this replica's slot count was learned: leave it, never send two.
             slot = pins.take(plan.lane, plan.key) if pins and "id_slot" not in plan.body else None
             try:
-                failure = await self._send(request, response, plan, replica, waited, slot)
+                failure = await self._send(request, response, plan, replica, waited, slot, payloads)
             finally:
-                replica.admission.release(plan.lane)
+                replica.admission.release(plan.lane, client)
                 if pins is not None:
                     pins.give_back(slot)
             if failure is None:
@@ -122,12 +141,13 @@ class Proxy:
         plan: Plan,
         replica: Replica,
         waited_ns: int,
-        slot: int | None = None,
+        slot: int | None,
+        payloads: dict[bool, tuple[str, bytes]],
     ) -> RequestFailed | None:
         """One attempt. Returns the failure when it may be retried on another replica."""
         runtime = plan.runtime
         prerendered = plan.rendered is not None and replica.config.prerender is not False
-        path, payload_body = self._upstream_body(plan, prerendered)
+        path, payload_body = payloads[prerendered]
         if slot is not None:
             payload_body = with_slot(payload_body, slot)
         headers = [("Content-Type", "application/json"), ("Accept-Encoding", "identity")]
@@ -164,18 +184,19 @@ class Proxy:
         def first_token(t_ns: int) -> None:
             self.metrics.ttft.observe((t_ns - received) / 1e9, model, lane)
 
+        def upstream_error(status: int, sample: bytes) -> bytes:
+            return self._error_answer(plan, replica, status, sample)
+
         sink: ForwardSink
         if prerendered and plan.stream:
             options = plan.body.get("stream_options") or {}
-            sink = ChatStreamSink(
-                response, make_headers, first_token, bool(options.get("include_usage"))
-            )
+            usage = bool(options.get("include_usage"))
+            sink = ChatStreamSink(response, make_headers, first_token, usage, upstream_error)
         elif prerendered:
-            sink = ChatJsonSink(
-                response, make_headers, first_token, self.config.limits.max_response_bytes
-            )
+            limit = self.config.limits.max_response_bytes
+            sink = ChatJsonSink(response, make_headers, first_token, limit, upstream_error)
         else:
-            sink = ForwardSink(response, make_headers, first_token)
+            sink = ForwardSink(response, make_headers, first_token, upstream_error)
 
         def attach(conn: Any) -> None:
             response.on_pause = lambda paused: conn.pause() if paused else conn.resume()
@@ -239,6 +260,35 @@ class Proxy:
             response.abort()  # a length-framed body cannot carry an error: cut it
         return None
 
+    def _error_answer(self, plan: Plan, replica: Replica, status: int, sample: bytes) -> bytes:
+        """An upstream's error answer, for the client: its status and a request id; the
+        upstream's own body (a traceback, file paths, an address) goes to the log only."""
+        request_id = plan.request_id or secrets.token_hex(8)
+        self._log.log(
+            (replica.name, "status", status),
+            logging.WARNING,
+            "%s: %s answered %d to request %s: %r",
+            plan.runtime.name,
+            replica.name,
+            status,
+            request_id,
+            sample[:1024],
+        )
+        if status < 500:
+            # An engine's own refusal ("the request exceeds the available context size") is
+            # what the client needs to fix its request: its message is kept when it is a short
+            # line that names no path, URL or address.
+            message = _plain_refusal(sample)
+            if message is not None:
+                return error_body(message, "invalid_request_error", "upstream_error")
+        kind = "refused the request" if status < 500 else "failed"
+        return error_body(
+            f"{plan.runtime.name}: the upstream {kind} (status {status}, request id "
+            f"{request_id}); the gateway's log has its answer",
+            "invalid_request_error" if status < 500 else "server_error",
+            "upstream_error",
+        )
+
     def _upstream_body(self, plan: Plan, prerendered: bool) -> tuple[str, bytes]:
         if not prerendered:
             raw = (
@@ -261,6 +311,18 @@ class Proxy:
         return PATHS[COMPLETIONS], json.dumps(
             body, ensure_ascii=False, separators=(",", ":")
         ).encode()
+
+
+def _plain_refusal(sample: bytes) -> str | None:
+    """The message of an OpenAI-style error body, when it is safe to show a client."""
+    try:
+        error = json.loads(sample).get("error")
+    except (ValueError, RecursionError, AttributeError):
+        return None
+    message = error.get("message") if isinstance(error, dict) else None
+    if not isinstance(message, str) or not 0 < len(message) <= 200 or not message.isprintable():
+        return None
+    return None if _REVEALING.search(message) else message
 
 
 def _client_message(model: str, exc: RequestFailed) -> str:

@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ttft.client import errors
 from ttft.client.errors import RequestFailed
 from ttft.core.errors import TtftError
 from ttft.engines import control
-from ttft.gateway.admission import Admission, default_max_in_flight, resolve_long_reserve
+from ttft.gateway.admission.lanes import Admission, default_max_in_flight, resolve_long_reserve
+from ttft.gateway.admission.slot_pins import SlotPins
 from ttft.gateway.config import (
     GatewayConfig,
     ModelConfig,
@@ -33,7 +35,6 @@ from ttft.gateway.config import (
 )
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.routing import Router
-from ttft.gateway.slot_pins import SlotPins
 from ttft.gateway.upstream import CollectSink, UpstreamPool, request_bytes
 
 log = logging.getLogger("ttft.gateway")
@@ -59,7 +60,7 @@ class Replica:
     last_error: str = ""
     # True while the in-flight cap is a default that the engine's own slot count may replace.
     cap_from_engine: bool = False
-    # llama-server's slots, once /props named them and pinning is on (gateway/slot_pins.py).
+    # llama-server's slots, once /props named them and pinning is on (admission/slot_pins.py).
     slot_pins: SlotPins | None = None
 
     @property
@@ -143,6 +144,9 @@ def build_runtime(
                 split_lanes=admission.split_lanes,
                 short_burst=admission.short_burst,
                 long_reserve=resolve_long_reserve(admission.long_reserve, cap),
+                client_slots=admission.max_slots_per_client
+                if admission.max_slots_per_client is not None or config.api_keys
+                else 0,
             ),
             f"{host_header}:{up.port}",
             cap_from_engine=given is None,
@@ -195,6 +199,13 @@ async def check_health(replica: Replica, timeout_s: float) -> None:
         # 503 is llama-server loading its model; 404 a server without /health that answered.
         ok, why = status < 500, f"GET /health answered {status}"
     except (RequestFailed, TimeoutError, OSError) as exc:
+        timed_out = isinstance(exc, TimeoutError) or (
+            isinstance(exc, RequestFailed) and exc.kind == errors.TIMEOUT
+        )
+        if timed_out and replica.pool.sent_within(timeout_s):
+            # Busy, not dead: a Python engine streaming 100 MB to one client answered its
+            # health check late, and the gateway's /health said 503 for over a second.
+            return
         ok, why = False, str(exc) or type(exc).__name__
     if ok:
         if not replica.healthy:

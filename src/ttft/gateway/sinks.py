@@ -17,7 +17,7 @@ from ttft.client import errors
 from ttft.client.errors import RequestFailed
 from ttft.client.http import ResponseHead
 from ttft.client.sse import SseDecoder
-from ttft.gateway.http_server import Response
+from ttft.gateway.http.server import Response
 from ttft.gateway.translate import ChatStreamTranslator, chat_response
 
 _clock = time.perf_counter_ns
@@ -26,6 +26,14 @@ _clock = time.perf_counter_ns
 _TEXT = re.compile(rb'"(?:content|text|reasoning_content|reasoning)":"[^"]')
 
 HeadFn = Callable[[int, str, int], list[tuple[str, str]]]
+# (status, the first bytes of the upstream's error body) -> the client's error body (logs it).
+ErrorFn = Callable[[int, bytes], bytes]
+# What is kept of an upstream's error body, for the log only.
+_ERROR_SAMPLE_BYTES = 4096
+# The most bytes of an event stream without an event completing (a line, or an event of many
+# lines). An engine's events are a few hundred bytes; an endless line grew the decoder's
+# buffer without bound and was copied again on every read (15 s of CPU in 25 s).
+MAX_EVENT_BYTES = 1024 * 1024
 
 
 class ForwardSink:
@@ -36,10 +44,15 @@ class ForwardSink:
         response: Response,
         make_headers: HeadFn,
         on_first_token: Callable[[int], None],
+        on_error: ErrorFn | None = None,
     ) -> None:
         self.response = response
         self.make_headers = make_headers  # (status, content type, upstream ttfb ns) -> headers
         self.on_first_token = on_first_token
+        # An upstream error answer (4xx/5xx): its body, which can hold a traceback, file
+        # paths or an address, is kept (bounded) for the log, and the client gets ours.
+        self.on_error = on_error
+        self._error: bytearray | None = None
         self.sent_ns = 0
         self.head: ResponseHead | None = None
         self.first_body_ns: int | None = None
@@ -51,6 +64,8 @@ class ForwardSink:
     def on_head(self, head: ResponseHead, t_ns: int) -> None:
         self.head = head
         self._stream = head.content_type == "text/event-stream"
+        if head.status >= 400 and self.on_error is not None:
+            self._error = bytearray()
 
     def on_first_byte(self, t_ns: int) -> None:
         # The wire's first body byte (before unframing), for the upstream TTFB.
@@ -60,10 +75,21 @@ class ForwardSink:
     def on_body(self, data: bytes, t_ns: int) -> bool:
         if self.first_body_ns is None:
             self.first_body_ns = t_ns
+        error = self._error
+        if error is not None:
+            error += data[: _ERROR_SAMPLE_BYTES - len(error)]
+            return self.response.client_gone
         self._write(data)
         return self.response.client_gone
 
     def on_end(self, t_ns: int) -> None:
+        if self._error is not None and self.on_error is not None and not self.response.started:
+            assert self.head is not None
+            status = self.head.status
+            ttfb = (self.first_body_ns or _clock()) - self.sent_ns
+            headers = self.make_headers(status, "application/json", ttfb)
+            self.response.send(status, headers, self.on_error(status, bytes(self._error)))
+            return
         self._start()
         self.response.end()
 
@@ -114,9 +140,11 @@ class ChatStreamSink(ForwardSink):
         make_headers: HeadFn,
         on_first_token: Callable[[int], None],
         include_usage: bool,
+        on_error: ErrorFn | None = None,
     ) -> None:
-        super().__init__(response, make_headers, on_first_token)
+        super().__init__(response, make_headers, on_first_token, on_error)
         self._decoder = SseDecoder()
+        self._pending = 0  # bytes fed since an event last completed
         self._translator = ChatStreamTranslator(include_usage)
         self._translate = False
 
@@ -129,7 +157,16 @@ class ChatStreamSink(ForwardSink):
             return super().on_body(data, t_ns)
         if self.first_body_ns is None:
             self.first_body_ns = t_ns
-        out = b"".join(self._translator.event(e.data) for e in self._decoder.feed(data))
+        self._pending += len(data)
+        if self._pending > MAX_EVENT_BYTES:
+            raise RequestFailed(
+                errors.PROTOCOL, f"an event of the stream is longer than {MAX_EVENT_BYTES} bytes"
+            )
+        events = self._decoder.feed(data)
+        if events:
+            # What follows the last line end has not completed an event yet.
+            self._pending = len(data) - 1 - max(data.rfind(b"\n"), data.rfind(b"\r"))
+        out = b"".join(self._translator.event(e.data) for e in events)
         self._emit(out)
         return self.response.client_gone
 
@@ -157,8 +194,9 @@ class ChatJsonSink(ForwardSink):
         make_headers: HeadFn,
         on_first_token: Callable[[int], None],
         limit: int,
+        on_error: ErrorFn | None = None,
     ) -> None:
-        super().__init__(response, make_headers, on_first_token)
+        super().__init__(response, make_headers, on_first_token, on_error)
         self._body = bytearray()
         self._limit = limit
         self._translate = False

@@ -41,6 +41,7 @@ class UpstreamConnection(asyncio.Protocol, Exchange):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.last_rx_ns = 0
+        self.last_data_ns = 0  # when the engine last sent bytes (not reset when we send)
         self.reuse_until = 0.0  # loop time after which an idle connection is not reused
         self._paused = False
 
@@ -50,7 +51,7 @@ class UpstreamConnection(asyncio.Protocol, Exchange):
 
     def data_received(self, data: bytes) -> None:
         t_ns = _clock()
-        self.last_rx_ns = t_ns
+        self.last_rx_ns = self.last_data_ns = t_ns
         self._feed(data, t_ns)
 
     def eof_received(self) -> bool:
@@ -289,6 +290,12 @@ class UpstreamPool:
             # uvloop returns before it calls connection_made (asyncio calls it first).
             conn.connection_made(transport)
         return conn
+
+    def sent_within(self, window_s: float) -> bool:
+        """Whether the engine sent bytes on one of its exchanges within the last ``window_s``:
+        busy answering, not dead, whatever a health check that timed out says."""
+        since = _clock() - int(window_s * 1e9)
+        return any(conn.last_data_ns >= since for conn in self._busy)
 
     def close(self) -> None:
         self._closed = True

@@ -56,15 +56,31 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+class _BadValue(ValueError):
+    """A value the gateway's own checks refuse: its message is ours and safe to show."""
+
+
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise _BadValue(f"{name} is not JSON")
 
 
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise ValueError(f"{text[:20]} is out of range")
+        raise _BadValue(f"{text[:20]} is out of range")
     return value
+
+
+def _invalid_json(exc: ValueError) -> str:
+    """Why a body is not JSON, in our words: the interpreter's own (a 5,000-digit integer names
+    sys.set_int_max_str_digits) never reach a client."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"the request body is not valid JSON: {exc.msg} at character {exc.pos}"
+    if isinstance(exc, _BadValue):
+        return f"the request body is not valid JSON: {exc}"
+    if "digits" in str(exc):
+        return "the request body holds a number with too many digits"
+    return "the request body is not valid JSON"
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -89,7 +105,7 @@ def parse_body(raw: bytes) -> dict[str, Any]:
             f"the request body has the key {exc.key[:100]!r} twice in one object"
         ) from None
     except ValueError as exc:
-        raise bad_request(f"the request body is not valid JSON: {exc}") from None
+        raise bad_request(_invalid_json(exc)) from None
     finally:
         if collecting:
             gc.enable()

@@ -1,5 +1,5 @@
 """Cells for the workloads beyond a fixed count: timed cells and ramps, repeats, saturation stops,
-multi-turn sessions. A plain spec goes straight to ``load/plan.build_cells``, unchanged.
+multi-turn sessions. A plain spec goes straight to ``load/workload_cells.build_cells``, unchanged.
 
 Repeats: every cell runs ``repeat`` times, interleaved (A#1, B#1, A#2, B#2, ...), so a slow drift
 of the machine spreads over every cell instead of landing on the last one. Each repeat builds its
@@ -19,9 +19,9 @@ from ttft.core.errors import TtftError
 from ttft.core.saturation import Saturation, assess_records
 from ttft.core.summary import BenchSummary
 from ttft.load.multiturn import SessionLoop
-from ttft.load.plan import build_cells
 from ttft.load.runner import CellPlan
 from ttft.load.timed import SaturationWatch, TimedLoop
+from ttft.load.workload_cells import build_cells
 from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop
 from ttft.workload.builders import length_buckets, shared_prefix
 from ttft.workload.conversations import read_conversations, synthesize

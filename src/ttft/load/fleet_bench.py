@@ -22,13 +22,14 @@ from ttft.core.client_verdict import HealthSample
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
-from ttft.load.bench import BenchResult, CellResult, end_cell_metrics
 from ttft.load.clock_sync import ClockOffset
+from ttft.load.results import BenchResult, CellResult
 from ttft.load.runner import CellPlan
-from ttft.load.server_metrics import MetricsWatcher, track_gauge_peaks
-from ttft.load.shares import Share, lost_records, split_cell
+from ttft.load.server_metrics import MetricsWatcher
 from ttft.load.sink import JsonlSink
+from ttft.load.window import ServerWindow
 from ttft.load.worker_core import Placement
+from ttft.load.worker_shares import Share, lost_records, split_cell
 
 POLL_S = 0.02  # how often the parent collects records (they are stamped already)
 DRAIN_AFTER_CANCEL_S = 5.0
@@ -174,40 +175,29 @@ async def run_cells_fleet(
             )
         if on_cell_start is not None:
             on_cell_start(plan)
-        before = await asyncio.to_thread(watcher.snapshot)
-        peaks: dict[str, float] = {}
-        sampler = None
-        if before is not None and watcher.engine_kind and target.metrics_url:
-            sampler = asyncio.create_task(
-                track_gauge_peaks(
-                    target.metrics_url, watcher.engine_kind, peaks, headers=target.auth_headers()
-                )
-            )
-        parts = split_cell(plan, len(merger.alive), next_index)
-        next_index += len(plan.items)
-        start = now() + _lead_ns(fleet, len(plan.items))
-        state = _CellState(dict(zip(merger.alive, parts, strict=False)), set(), {})
-        for name, share in state.shares.items():
-            share.start_ns = start
-            fleet.dispatch(name, share)
-            state.open.add(name)
-        try:
-            while state.open:
-                # Never blocks: the loop also runs the gauge sampler, and a poll left running
-                # in a thread would race the drain after Ctrl-C. The pause between polls keeps
-                # the parent off the CPU the workers need (records are stamped already).
-                merger.apply(state, fleet.poll(0))
-                await asyncio.sleep(POLL_S)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            _drain_after_cancel(fleet, merger, state)
-            raise
-        finally:
-            if sampler is not None:
-                sampler.cancel()
+        async with ServerWindow(watcher, target) as window:
+            parts = split_cell(plan, len(merger.alive), next_index)
+            next_index += len(plan.items)
+            start = now() + _lead_ns(fleet, len(plan.items))
+            state = _CellState(dict(zip(merger.alive, parts, strict=False)), set(), {})
+            for name, share in state.shares.items():
+                share.start_ns = start
+                fleet.dispatch(name, share)
+                state.open.add(name)
+            try:
+                while state.open:
+                    # Never blocks: the loop also runs the gauge sampler, and a poll left
+                    # running in a thread would race the drain after Ctrl-C. The pause between
+                    # polls keeps the parent off the CPU the workers need (records are stamped).
+                    merger.apply(state, fleet.poll(0))
+                    await asyncio.sleep(POLL_S)
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                _drain_after_cancel(fleet, merger, state)
+                raise
         duration = max(0, now() - start)
-        server = await end_cell_metrics(watcher, before, peaks, sink, plan, duration)
+        server = await window.write_cell(sink, plan, duration)
         records = sorted(state.records, key=lambda r: r.index)
-        results.append(CellResult(plan, records, duration, server, peaks, state.samples))
+        results.append(CellResult(plan, records, duration, server, window.peaks, state.samples))
     meta = {
         "client_workers": {
             "backend": fleet.backend,

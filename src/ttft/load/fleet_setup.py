@@ -10,8 +10,8 @@ from typing import Any
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
-from ttft.load.bench import BenchResult
 from ttft.load.fleet_bench import Fleet, run_cells_fleet
+from ttft.load.results import BenchResult
 from ttft.load.runner import CellPlan
 from ttft.load.sink import JsonlSink
 from ttft.load.worker_core import WorkerConfig

@@ -11,7 +11,7 @@ from ttft.core.client_health import assess, overall
 from ttft.core.client_verdict import ClientVerdict, HealthSample
 from ttft.core.records import RequestRecord
 from ttft.core.summary import WARM, BenchSummary
-from ttft.load.bench import BenchResult
+from ttft.load.results import BenchResult
 from ttft.workload.arrival import OpenLoop
 
 

@@ -29,8 +29,8 @@ from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.load.clock_sync import measure_offset
 from ttft.load.fleet_bench import Event, WorkerInfo
-from ttft.load.shares import Share
 from ttft.load.worker_core import Placement, WorkerConfig, WorkerCore
+from ttft.load.worker_shares import Share
 
 START_TIMEOUT_S = 60.0  # a child imports ttft first: seconds on a loaded 2-core machine
 # How long a finished record may wait in a child before it travels (what a killed child can

@@ -27,8 +27,8 @@ from ttft.core.errors import MissingExtraError, TtftError
 from ttft.core.records import RequestRecord
 from ttft.load.clock_sync import measure_offset
 from ttft.load.fleet_bench import Event, WorkerInfo
-from ttft.load.shares import Share
 from ttft.load.worker_core import Placement, WorkerConfig, WorkerCore
+from ttft.load.worker_shares import Share
 
 START_TIMEOUT_S = 120.0  # actors start worker processes that import ttft (and Ray) first
 CALL_TIMEOUT_S = 30.0

@@ -19,12 +19,13 @@ from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.slo import Slo
 from ttft.core.summary import BenchSummary, summarize_run
 from ttft.core.target import Target
-from ttft.load.bench import BenchResult, run_cells
+from ttft.load.bench import run_cells
 from ttft.load.calibrate import template_overhead, template_overhead_without_inference
 from ttft.load.cells import SaturationGate, describe_workload, expand_cells
 from ttft.load.fleet_setup import WorkerSetup
 from ttft.load.health_verdicts import attach_health
 from ttft.load.multiturn import turn_label
+from ttft.load.results import BenchResult
 from ttft.load.runner import CellPlan
 from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
 from ttft.workload.arrival import ClosedLoop

@@ -21,9 +21,9 @@ from ttft.core.client_health import schedule_lag_p99
 from ttft.core.client_verdict import HealthSample
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
-from ttft.load.bench import ClientSender
 from ttft.load.health_probe import client_probe
-from ttft.load.shares import Share, run_share
+from ttft.load.sender import ClientSender, client_for
+from ttft.load.worker_shares import Share, run_share
 
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
@@ -84,13 +84,7 @@ class WorkerCore:
         # Made inside the running loop on first use: its connections belong to that loop.
         if self._client is None:
             target = self.config.target
-            self._client = StreamingClient(
-                target.root,
-                model=target.model,
-                api_key=target.api_key,
-                headers=target.headers,
-                timeout_s=self.config.timeout_s,
-            )
+            self._client = client_for(target, timeout_s=self.config.timeout_s)
         return self._client
 
     async def run(

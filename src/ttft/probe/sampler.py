@@ -12,13 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ttft.client.stream import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.target import Target
 from ttft.engines.gpu import GpuReading
 from ttft.load.gpu_sampler import GpuSource, track_gpu
 from ttft.load.runner import CellPlan, Runner
-from ttft.load.server_metrics import MetricsWatcher, track_gauge_peaks
+from ttft.load.sender import ClientSender, client_for
+from ttft.load.server_metrics import MetricsWatcher
+from ttft.load.window import ServerWindow
 from ttft.workload.arrival import ClosedLoop
 from ttft.workload.requests import WorkItem
 
@@ -39,18 +40,6 @@ class Sample:
         return [r for r in self.records if r.ok]
 
 
-class _Sender:
-    def __init__(
-        self, client: StreamingClient, anchor: RunAnchor, extra: Mapping[str, Any]
-    ) -> None:
-        self.client, self.anchor, self.extra = client, anchor, extra
-
-    async def send(self, item: WorkItem, record: RequestRecord) -> None:
-        body = {**item.body, **self.extra, "stream": True}
-        body.setdefault("stream_options", {"include_usage": True})
-        await self.client.send(body, record, self.anchor)
-
-
 async def sample_async(
     target: Target,
     items: Sequence[WorkItem],
@@ -67,41 +56,25 @@ async def sample_async(
     anchor = anchor or RunAnchor.now()
     watcher = MetricsWatcher(target.metrics_url, target.engine_kind, target.auth_headers())
     records: list[RequestRecord] = []
-    merged_headers = {**target.headers, **(headers or {})}
-    before = await asyncio.to_thread(watcher.snapshot)
-    peaks: dict[str, float] = {}
-    sampler = (
-        asyncio.create_task(
-            track_gauge_peaks(
-                target.metrics_url, watcher.engine_kind, peaks, headers=target.auth_headers()
-            )
-        )
-        if watch_gauges and before is not None and target.metrics_url and watcher.engine_kind
-        else None
-    )
     gpu_readings: list[list[GpuReading]] = []
     gpu_errors: list[str] = []
-    gpu_task = (
-        asyncio.create_task(track_gpu(gpu, gpu_readings, gpu_errors)) if gpu is not None else None
-    )
-    started = time.perf_counter_ns()
-    try:
-        async with StreamingClient(
-            target.root,
-            model=target.model,
-            api_key=target.api_key,
-            headers=merged_headers,
-            timeout_s=timeout_s,
-        ) as client:
-            runner = Runner(_Sender(client, anchor, extra_body or {}), anchor, records.append)
-            await runner.run_cell(CellPlan(label, list(items), ClosedLoop(concurrency)))
-    finally:
-        for task in (sampler, gpu_task):
-            if task is not None:
-                task.cancel()
+    async with ServerWindow(watcher, target, watch_gauges=watch_gauges) as window:
+        gpu_task = (
+            asyncio.create_task(track_gpu(gpu, gpu_readings, gpu_errors))
+            if gpu is not None
+            else None
+        )
+        started = time.perf_counter_ns()
+        try:
+            async with client_for(target, timeout_s=timeout_s, headers=headers) as client:
+                runner = Runner(ClientSender(client, anchor, extra_body), anchor, records.append)
+                await runner.run_cell(CellPlan(label, list(items), ClosedLoop(concurrency)))
+        finally:
+            if gpu_task is not None:
+                gpu_task.cancel()
     duration = time.perf_counter_ns() - started
-    after = await asyncio.to_thread(watcher.snapshot)
-    return Sample(records, watcher.deltas(before, after), duration, peaks, gpu_readings, gpu_errors)
+    server = await window.deltas()
+    return Sample(records, server, duration, window.peaks, gpu_readings, gpu_errors)
 
 
 def sample(target: Target, items: Sequence[WorkItem], **options: Any) -> Sample:

@@ -153,34 +153,3 @@ def analyse(renderer: TemplateRenderer, request: ChatRequest) -> RenderedRequest
         if where is not None:
             found.append(FoundSpan(span, where[0], where[1]))
     return RenderedRequest(request, text, static_chars, tuple(found))
-
-
-def varying_span(
-    mine: RenderedRequest, other: RenderedRequest, min_shared: float = 0.5
-) -> DynamicSpan | None:
-    """Content of ``mine``'s static prefix that differs from ``other``'s in the middle only.
-
-    Two static prefixes that agree on a long head and a long tail but differ in between hold a
-    value that changes per request (a counter, a quota, an id no detector knows): the prefix cache
-    loses everything after it. Returns the differing middle of ``mine``, widened to whole words.
-    """
-    a, b = mine.static_text, other.static_text
-    if a == b:
-        return None
-    n = min(len(a), len(b))
-    head = 0
-    while head < n and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < n - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
-    if head + tail < min_shared * max(len(a), len(b)) or tail < 16:
-        return None
-    start, end = head, len(a) - tail
-    while start > 0 and not a[start - 1].isspace():
-        start -= 1
-    while end < len(a) and not a[end].isspace():
-        end += 1
-    if end <= start or end - start > 200:
-        return None
-    return DynamicSpan(start, end, "varying", a[start:end], "request")

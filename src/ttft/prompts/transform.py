@@ -23,12 +23,14 @@ _SENTENCE_STOP = re.compile(r"[.!?。！？](?=\s|$)")
 _SENTENCE_CHARS = 2000  # a "sentence" longer than this is not one: its line is moved
 
 
-def _unit(text: str, start: int, end: int) -> tuple[int, int]:
-    """The range to move for a dynamic value at ``text[start:end]``: its line, or its sentence."""
+def move_unit(text: str, start: int, end: int, *, sentence: bool = False) -> tuple[int, int]:
+    """The range to move for a dynamic value at ``text[start:end]``: its line, or its sentence
+    when the line is a paragraph or when ``sentence`` asks for it (a few-shot turn, where a whole
+    line is often the whole example)."""
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", end)
     line_end = len(text) if line_end < 0 else line_end
-    if line_end - line_start <= _LONG_LINE:
+    if line_end - line_start <= _LONG_LINE and not sentence:
         return line_start, line_end
     sentence_start = line_start
     # Searched in place and within _SENTENCE_CHARS (no slice, no scan to the end of a 4 MB
@@ -79,8 +81,9 @@ def move_to_end(request: ChatRequest, places: Iterable[TextPlace]) -> ChatReques
         if place.message == target:
             continue
         text = _get(messages[place.message], place.part)
+        turn = messages[place.message].get("role") not in STATIC_ROLES
         ranges.setdefault((place.message, place.part), []).append(
-            _unit(text, place.start, place.end)
+            move_unit(text, place.start, place.end, sentence=turn)
         )
     moved: list[tuple[int, int | None, int, str]] = []
     for (index, part), spans in ranges.items():

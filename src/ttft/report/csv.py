@@ -6,12 +6,12 @@ filtered or pivoted sheet keeps them.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
+from typing import Any
 
 from ttft.core.compare import Comparison
 from ttft.core.summary import BenchSummary
+from ttft.core.tables import csv_records
 from ttft.core.units import display_unit, to_display
 from ttft.report.rows import ordered_metrics, phases, stat_numbers
 
@@ -70,9 +70,7 @@ def _blank(value: float | None) -> float | str:
 
 def summary_to_csv(summary: BenchSummary, metrics: Sequence[str] | None = None) -> str:
     """The summary as CSV text with a header row (``SUMMARY_COLUMNS``)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS, lineterminator="\n")
-    writer.writeheader()
+    rows: list[dict[str, Any]] = []
     for cell in phases(summary):
         shared = {
             "cell": cell.cell,
@@ -88,7 +86,7 @@ def summary_to_csv(summary: BenchSummary, metrics: Sequence[str] | None = None) 
             "goodput_fraction": _blank(cell.goodput.fraction if cell.goodput else None),
         }
         for name, entry in ordered_metrics(cell, metrics):
-            writer.writerow(
+            rows.append(
                 {
                     **shared,
                     "metric": name,
@@ -98,14 +96,12 @@ def summary_to_csv(summary: BenchSummary, metrics: Sequence[str] | None = None) 
                     **stat_numbers(entry),
                 }
             )
-    return buffer.getvalue()
+    return csv_records(SUMMARY_COLUMNS, rows)
 
 
 def comparison_to_csv(comparison: Comparison) -> str:
     """A comparison as CSV text (``COMPARISON_COLUMNS``); a and b are the two sides."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COMPARISON_COLUMNS, lineterminator="\n")
-    writer.writeheader()
+    rows: list[dict[str, Any]] = []
     for row in comparison.rows:
         values = {
             "a": row.a,
@@ -116,7 +112,7 @@ def comparison_to_csv(comparison: Comparison) -> str:
             "b_ci_low": row.b_ci.low,
             "b_ci_high": row.b_ci.high,
         }
-        writer.writerow(
+        rows.append(
             {
                 "cell": row.cell,
                 "phase": row.phase,
@@ -128,4 +124,4 @@ def comparison_to_csv(comparison: Comparison) -> str:
                 **{name: to_display(value, row.unit) for name, value in values.items()},
             }
         )
-    return buffer.getvalue()
+    return csv_records(COMPARISON_COLUMNS, rows)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from ttft.core.compare import Comparison
 from ttft.core.summary import BenchSummary, CellSummary
+from ttft.core.tables import markdown_table
 from ttft.core.units import display_unit, format_value
 from ttft.report.rows import (
     STAT_COLUMNS,
@@ -18,18 +19,6 @@ from ttft.report.rows import (
     verdict_unit,
 )
 from ttft.report.workloads import TURN_COLUMNS, cell_workload_lines, overview_lines, turn_values
-
-
-def _escape(text: str) -> str:
-    # A pipe would end a table cell; the other Markdown specials are harmless in these texts.
-    return text.replace("|", "\\|")
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right_from: int) -> list[str]:
-    align = ["---" if i < right_from else "---:" for i in range(len(header))]
-    lines = ["| " + " | ".join(_escape(h) for h in header) + " |", "| " + " | ".join(align) + " |"]
-    lines += ["| " + " | ".join(_escape(cell) for cell in row) + " |" for row in rows]
-    return lines
 
 
 def cell_markdown(cell: CellSummary, metrics: Sequence[str] | None = None) -> str:
@@ -47,7 +36,7 @@ def cell_markdown(cell: CellSummary, metrics: Sequence[str] | None = None) -> st
         ]
         for name, entry in ordered_metrics(cell, metrics)
     ]
-    lines += _table(header, rows, right_from=2)
+    lines += markdown_table(header, rows, right_from=2)
     notes = [f"- SLO {verdict_text(v, verdict_unit(cell, v))}" for v in cell.slos]
     notes += [f"- warning: {notice.message}" for notice in cell.warnings]
     notes += [f"- {text}" for text, _ in cell_workload_lines(cell)]
@@ -69,7 +58,12 @@ def summary_to_markdown(summary: BenchSummary, metrics: Sequence[str] | None = N
     parts += [cell_markdown(cell, metrics) for cell in phases(summary)]
     if summary.turns:
         rows = [turn_values(row) for row in summary.turns]
-        parts += ["### TTFT per turn (medians; ms, tokens)", "", *_table(TURN_COLUMNS, rows, 1), ""]
+        parts += [
+            "### TTFT per turn (medians; ms, tokens)",
+            "",
+            *markdown_table(TURN_COLUMNS, rows, right_from=1),
+            "",
+        ]
     parts += [f"- {text}" for text, _ in overview_lines(summary)]
     return "\n".join(parts)
 
@@ -94,7 +88,7 @@ def comparison_to_markdown(comparison: Comparison) -> str:
         for row in comparison.rows
     ]
     lines = [f"## {comparison.b_label} vs {comparison.a_label}", ""]
-    lines += _table(header, rows, right_from=5)
+    lines += markdown_table(header, rows, right_from=5)
     for side, keys in (
         (comparison.a_label, comparison.only_in_a),
         (comparison.b_label, comparison.only_in_b),

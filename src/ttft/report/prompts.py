@@ -237,6 +237,17 @@ def report(analysis: PromptsAnalysis) -> dict[str, Any]:
             if analysis.saved_ms_per_request is not None
             else None
         ),
+        "dynamic_spans": [
+            {
+                "request": i,
+                "source": f.source,
+                "text": f.span.text,
+                "kind": f.span.kind,
+                "movable": f.place is not None,
+            }
+            for i, r in enumerate(analysis.rendered)
+            for f in r.spans
+        ],
         "per_request": [
             {
                 "where": r.request.where,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ttft.core.tables import markdown_table
 from ttft.verify.quality import LengthSummary, QualityReport
 
 
@@ -99,10 +100,8 @@ def markdown_report(report: QualityReport) -> str:
         "",
         f"**{report.trade()}** (overall verdict: {report.verdict})",
         "",
-        "| " + " | ".join(HEADER) + " |",
-        "| " + " | ".join("---" for _ in HEADER) + " |",
+        *markdown_table(HEADER, rows(report)),
     ]
-    lines.extend("| " + " | ".join(r) + " |" for r in rows(report))
     lines.append("")
     for s in report.rows:
         if s.reasons:

@@ -33,7 +33,7 @@ from ttft.client import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.engines.process import free_loopback_port
 from ttft.testing.gateway_process import gateway_child
-from ttft.testing.scripted_server import ServerProcess
+from ttft.testing.scripted_server import ScriptedServerProcess
 from ttft.testing.sse_script import Script
 
 _SHORT = {"first_token_delay_ms": 5.0, "n_tokens": 16, "token_interval_ms": 2.0}
@@ -231,7 +231,7 @@ def run_soak(
 ) -> SoakReport:
     """Run the soak and return what it saw; the caller asserts (tests) or prints (benchmarks)."""
     report = SoakReport(duration_s, [])
-    with ServerProcess(Script()) as upstream:
+    with ScriptedServerProcess(Script()) as upstream:
         port = free_loopback_port()
         config = workdir / "gateway.toml"
         config.write_text(gateway_config(upstream.base_url, port, write_timeout_s))

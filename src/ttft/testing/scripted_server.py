@@ -10,7 +10,7 @@ machine can compare its own timestamps with the moment the bytes left (Linux's m
 shared by processes). ``GET /_ttft/logs`` (``?clear=1``) returns the log as JSON.
 
 Three ways to run it: ``async with ScriptedServer(...)`` in the caller's loop; ``with
-ScriptedServer(...).in_thread()`` on a loop of its own; ``with ServerProcess(script)`` as
+ScriptedServer(...).in_thread()`` on a loop of its own; ``with ScriptedServerProcess(script)`` as
 ``python -m ttft.testing.scripted_server --port 0 --script '{...}'`` in another process.
 """
 
@@ -349,7 +349,7 @@ class ScriptedServer:
             loop.close()
 
 
-class ServerProcess:
+class ScriptedServerProcess:
     """The server in a child process (so it does not share the measured client's event loop)."""
 
     def __init__(self, script: Script | None = None, *, model: str = "scripted") -> None:
@@ -358,7 +358,7 @@ class ServerProcess:
         self.base_url = ""
         self._proc: subprocess.Popen[str] | None = None
 
-    def __enter__(self) -> ServerProcess:
+    def __enter__(self) -> ScriptedServerProcess:
         cmd = [
             sys.executable,
             "-m",

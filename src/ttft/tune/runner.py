@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,7 +21,8 @@ from typing import Any, Protocol
 from ttft.core.errors import TtftError
 from ttft.core.slo import Slo
 from ttft.core.target import Target
-from ttft.load.bench import CellResult, run_cells
+from ttft.load.bench import run_cells
+from ttft.load.results import CellResult
 from ttft.load.runner import CellPlan, max_overlap
 from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
 from ttft.tune.space import Config
@@ -279,7 +279,3 @@ class ClientOnlyRunner:
                 startup_s=startup,
                 timeout_s=self.request_timeout_s,
             )
-
-
-def shell_command(argv: Sequence[str]) -> str:
-    return shlex.join(argv)

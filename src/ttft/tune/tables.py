@@ -6,11 +6,10 @@ from an experiment directory without a terminal.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ttft.core.tables import csv_records, markdown_records
 from ttft.tune.attribution import AttributionRow, TotalCut
 from ttft.tune.space import config_label
 from ttft.tune.sweep import pareto_ids, rank
@@ -125,20 +124,12 @@ def _signed(value: float | None) -> str:
 
 
 def to_markdown(title: str, columns: Sequence[str], rows: Sequence[dict[str, str]]) -> str:
-    lines = [f"## {title}", "", "| " + " | ".join(columns) + " |"]
-    lines.append("|" + "---|" * len(columns))
-    for row in rows:
-        cells = [row.get(c, "").replace("|", "\\|") for c in columns]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    """A titled section with the rows as one table."""
+    return "\n".join([f"## {title}", "", *markdown_records(columns, rows)]) + "\n"
 
 
 def to_csv(columns: Sequence[str], rows: Sequence[dict[str, str]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
+    return csv_records(columns, rows)
 
 
 def sweep_json(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ttft.core.errors import TtftError
-from ttft.prompts.transform import move_dynamic
+from ttft.prompts.log_analysis import analyse_bodies, analyse_log
 from ttft.workload.request_log import load_request_log
 from ttft.workload.requests import WorkItem, chat_body
 from ttft.workload.text_source import sentence_text
@@ -68,30 +68,35 @@ class TuneWorkload:
             log = load_request_log(self.log_path)
             if not log:
                 raise TtftError(f"{self.log_path} holds no requests")
+            if "move-dynamic" in self.transforms:
+                # The spans the log analysis finds over the whole log: the same ones lint and
+                # doctor name, moved the same way in every request.
+                log = analyse_log(log).moved_all()
             bodies = [chat_body(log[i % len(log)].messages, self.max_tokens) for i in range(count)]
-        else:
-            system = sentence_text(f"{self.seed}/system", self.prefix_words)
-            bodies = []
-            for i in range(count):
-                user = sentence_text(f"{self.seed}/{tag}/user/{i}", self.suffix_words)
-                text = system
-                if self.shape == "unique":
-                    text = sentence_text(f"{self.seed}/{tag}/system/{i}", self.prefix_words)
-                if self.shape == "timestamp-first":
-                    # A clock that moves per request, as an application's "now" would.
-                    stamp = _CLOCK_START + dt.timedelta(seconds=37 * i + 3 * len(tag))
-                    text = f"Current time: {stamp:%Y-%m-%dT%H:%M:%SZ}\n{system}"
-                messages = [
-                    {"role": "system", "content": text},
-                    {"role": "user", "content": user},
-                ]
-                bodies.append(chat_body(messages, self.max_tokens))
+            return [self._transformed(body) for body in bodies]
+        system = sentence_text(f"{self.seed}/system", self.prefix_words)
+        bodies = []
+        for i in range(count):
+            user = sentence_text(f"{self.seed}/{tag}/user/{i}", self.suffix_words)
+            text = system
+            if self.shape == "unique":
+                text = sentence_text(f"{self.seed}/{tag}/system/{i}", self.prefix_words)
+            if self.shape == "timestamp-first":
+                # A clock that moves per request, as an application's "now" would.
+                stamp = _CLOCK_START + dt.timedelta(seconds=37 * i + 3 * len(tag))
+                text = f"Current time: {stamp:%Y-%m-%dT%H:%M:%SZ}\n{system}"
+            messages = [
+                {"role": "system", "content": text},
+                {"role": "user", "content": user},
+            ]
+            bodies.append(chat_body(messages, self.max_tokens))
+        if "move-dynamic" in self.transforms:
+            moved = analyse_bodies(bodies).moved_all()
+            bodies = [{**b, "messages": m.messages} for b, m in zip(bodies, moved, strict=True)]
         return [self._transformed(body) for body in bodies]
 
     def _transformed(self, body: dict[str, Any]) -> WorkItem:
-        if "move-dynamic" in self.transforms:
-            messages, _ = move_dynamic(body["messages"])
-            body = {**body, "messages": messages}
+        """``body`` as the step sends it (move-dynamic is applied before: it reads the batch)."""
         if "pre-render" in self.transforms:
             if self.render is None:
                 raise TtftError(

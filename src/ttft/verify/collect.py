@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ttft.client.events import StreamRefused
 from ttft.core.errors import TtftError
 from ttft.core.target import Target
 from ttft.engines.control import Call, ControlClient, ControlError
@@ -21,7 +22,6 @@ from ttft.verify.logged import LoggedPrompt
 from ttft.verify.probes import Probe
 from ttft.verify.quality import Generation
 from ttft.verify.sides import SideSpec
-from ttft.verify.stream import EngineRefused
 
 EngineKind = Literal["llama-server", "openai"]
 Progress = Callable[[int, int], None]
@@ -29,7 +29,7 @@ Progress = Callable[[int, int], None]
 
 @dataclass(frozen=True)
 class Endpoint:
-    base_url: str
+    target: Target  # where to send, with the side's auth headers
     window: int | None  # tokens per slot; None where the server does not say
     kind: EngineKind = "llama-server"
     model: str | None = None  # sent as "model" to an OpenAI engine; None: not known
@@ -39,17 +39,21 @@ class Endpoint:
     def llama(self) -> bool:
         return self.kind == "llama-server"
 
+    @property
+    def base_url(self) -> str:
+        return self.target.base_url
 
-def engine_kind(base_url: str) -> EngineKind:
+
+def engine_kind(target: Target) -> EngineKind:
     """llama-server answers ``GET /props`` with its generation settings; vLLM, SGLang and other
     OpenAI servers have no such endpoint."""
-    props = ControlClient(Target(base_url)).props()
+    props = ControlClient(target).props()
     return "llama-server" if "default_generation_settings" in props else "openai"
 
 
-def _model(base_url: str) -> str | None:
+def _model(target: Target) -> str | None:
     try:
-        return ControlClient(Target(base_url)).model_id()
+        return ControlClient(target).model_id()
     except ControlError:
         return None  # a server without /v1/models takes requests without a model name
 
@@ -60,10 +64,11 @@ def open_side(
 ) -> Iterator[Endpoint]:
     """A reachable endpoint for ``side``; an embedded engine is stopped on the way out."""
     if side.url is not None:
-        kind = engine_kind(side.url)
-        window = ControlClient(Target(side.url)).context_limit()
-        model = None if kind == "llama-server" else _model(side.url)
-        yield Endpoint(side.url, window, kind, model, _reported_kv_mib(side.url))
+        target = side.target()
+        kind = engine_kind(target)
+        window = ControlClient(target).context_limit()
+        model = None if kind == "llama-server" else _model(target)
+        yield Endpoint(target, window, kind, model, _reported_kv_mib(target))
         return
     from ttft.engines.llamacpp.embedded import launch_embedded
     from ttft.engines.llamacpp.kv_log import VERBOSITY_ARGS, kv_cache_mib
@@ -77,15 +82,16 @@ def open_side(
     with launch_embedded(**settings) as engine:
         log = engine.process.log_path.read_text(errors="replace")
         window = side.window(ctx_size, parallel)
-        yield Endpoint(engine.base_url, window, "llama-server", None, kv_cache_mib(log))
+        yield Endpoint(Target(engine.base_url), window, "llama-server", None, kv_cache_mib(log))
 
 
-def _reported_kv_mib(base_url: str) -> float | None:
+def _reported_kv_mib(target: Target) -> float | None:
     """The KV cache a running engine reports in its /metrics (vLLM's cache_config_info)."""
     from ttft.engines.vllm.metrics import kv_cache_mib
 
+    url = target.root + "/metrics"
     try:
-        return kv_cache_mib(scrape_url(base_url.rstrip("/") + "/metrics", timeout_s=5))
+        return kv_cache_mib(scrape_url(url, timeout_s=5, headers=target.auth_headers()))
     except TtftError:
         return None
 
@@ -93,7 +99,7 @@ def _reported_kv_mib(base_url: str) -> float | None:
 def count_tokens(endpoint: Endpoint) -> Callable[[str], int] | None:
     """The side's own tokenizer, as the prompt will be counted (BOS included); None where the
     engine offers no tokenizer endpoint."""
-    client = ControlClient(Target(endpoint.base_url), timeout_s=30)
+    client = ControlClient(endpoint.target, timeout_s=30)
     if endpoint.llama:
         return lambda text: len(client.tokenize(text, add_special=True))
     try:  # vLLM: POST /tokenize {"model", "prompt"} -> {"count", "tokens"}
@@ -105,7 +111,7 @@ def count_tokens(endpoint: Endpoint) -> Callable[[str], int] | None:
 
 def count_chat(endpoint: Endpoint) -> Callable[[Mapping[str, Any]], int] | None:
     """Prompt tokens of a chat body as the side's template renders it; None where it cannot."""
-    client = ControlClient(Target(endpoint.base_url), timeout_s=30)
+    client = ControlClient(endpoint.target, timeout_s=30)
     if endpoint.llama:
 
         def llama(payload: Mapping[str, Any]) -> int:
@@ -159,9 +165,9 @@ def collect(
 
 def _complete(endpoint: Endpoint, prompt: str, n_predict: int, n_probs: int) -> Generation:
     if endpoint.llama:
-        return native_generate(endpoint.base_url, prompt, n_predict=n_predict, n_probs=n_probs)
+        return native_generate(endpoint.target, prompt, n_predict=n_predict, n_probs=n_probs)
     return openai_generate(
-        endpoint.base_url,
+        endpoint.target,
         "completions",
         {"prompt": prompt},
         n_predict=n_predict,
@@ -187,7 +193,7 @@ def collect_logged(
         try:
             out.append(
                 openai_generate(
-                    endpoint.base_url,
+                    endpoint.target,
                     "chat",
                     prompt.payload,
                     n_predict=n_predict,
@@ -196,7 +202,7 @@ def collect_logged(
                     llama=endpoint.llama,
                 )
             )
-        except EngineRefused as exc:
+        except StreamRefused as exc:
             if not 400 <= exc.status < 500:
                 raise
             out.append(None)

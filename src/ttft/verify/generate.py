@@ -11,9 +11,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from ttft.client.events import stream_events
+from ttft.core.target import Target
 from ttft.verify.logprobs import TokenProbs, native_probs, openai_probs
 from ttft.verify.quality import Generation
-from ttft.verify.stream import stream_events
 
 SEED = 42
 Api = Literal["chat", "completions"]
@@ -41,7 +42,7 @@ def _generation(
 
 
 def native_generate(
-    base_url: str, prompt: str, *, n_predict: int, n_probs: int, timeout_s: float = 600.0
+    target: Target, prompt: str, *, n_predict: int, n_probs: int, timeout_s: float = 600.0
 ) -> Generation:
     """llama-server ``POST /completion``: token ids, top-k log-probabilities and TTFT."""
     body = {
@@ -60,7 +61,9 @@ def native_generate(
     first_ns: int | None = None
     sent_ns = _now()
     done_ns = sent_ns
-    for done_ns, event in stream_events(base_url + "/completion", body, timeout_s=timeout_s):
+    url = target.base_url + "/completion"
+    events = stream_events(url, body, headers=target.auth_headers(), timeout_s=timeout_s)
+    for done_ns, event in events:
         got = native_probs(event)
         if first_ns is None and (event.get("content") or got):
             first_ns = done_ns
@@ -77,7 +80,7 @@ def native_generate(
 
 
 def openai_generate(
-    base_url: str,
+    target: Target,
     api: Api,
     payload: Mapping[str, Any],
     *,
@@ -111,7 +114,10 @@ def openai_generate(
     first_ns: int | None = None
     sent_ns = _now()
     done_ns = sent_ns
-    for done_ns, event in stream_events(base_url + path, body, timeout_s=timeout_s):
+    events = stream_events(
+        target.base_url + path, body, headers=target.auth_headers(), timeout_s=timeout_s
+    )
+    for done_ns, event in events:
         choices = event.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
             continue  # a usage-only chunk

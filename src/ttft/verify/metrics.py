@@ -8,12 +8,17 @@ So per-position metrics cover the positions up to and including the first diverg
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal, TypeVar
 
-from ttft.core.stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, percentile
+from ttft.core.stats import (
+    DEFAULT_LEVEL,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    Interval,
+    bootstrap_statistic,
+)
 
 Verdict = Literal["pass", "degraded", "fail"]
 # A token is named by its id where the engine gives ids (llama-server), else by its text (the
@@ -98,18 +103,8 @@ def mean_interval(
     level: float = DEFAULT_LEVEL,
     seed: int = DEFAULT_SEED,
 ) -> Interval:
-    """Percentile-bootstrap interval of the mean over samples; seeded, so runs repeat exactly."""
-    if not values:
-        raise ValueError("confidence interval of no values")
-    if len(values) == 1 or min(values) == max(values):
-        return Interval(float(values[0]), float(values[0]), level)
-    rng = random.Random(seed)
-    n = len(values)
-    replicates = sorted(
-        mean([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples)
-    )
-    tail = (1.0 - level) / 2.0 * 100.0
-    return Interval(percentile(replicates, tail), percentile(replicates, 100.0 - tail), level)
+    """Percentile-bootstrap interval of the mean over samples (``core.stats``'s bootstrap)."""
+    return bootstrap_statistic(values, mean, resamples=resamples, level=level, seed=seed)
 
 
 @dataclass(frozen=True)

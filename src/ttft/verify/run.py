@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ttft.core.errors import TtftError
-from ttft.core.target import Target
 from ttft.engines.control import ControlClient
 from ttft.verify.collect import collect, collect_logged, count_chat, count_tokens, open_side
 from ttft.verify.logged import Fitted, fit_window, load_logged
@@ -59,7 +58,7 @@ def check_windows(sides: Sequence[SideSpec], options: QualityOptions) -> None:
 def side_window(side: SideSpec, options: QualityOptions) -> int | None:
     """Tokens per slot a side will have: an embedded side's c/np, a URL side's own report."""
     if side.url is not None:
-        return ControlClient(Target(side.url)).context_limit()
+        return ControlClient(side.target()).context_limit()
     return side.window(embedded_ctx_size(options), options.parallel)
 
 

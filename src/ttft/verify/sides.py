@@ -13,10 +13,12 @@ its own, so the two differ only in the lever under test.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ttft.core.errors import TtftError
+from ttft.core.target import Target
 
 # flag -> LlamaServerConfig field; int-valued fields are converted, the rest stay strings.
 _FLAGS: dict[str, str] = {
@@ -35,15 +37,24 @@ SYNTAX = "a URL (http://HOST:PORT) or embedded[:-ctk=q8_0,-ctv=q8_0,...]"
 
 @dataclass(frozen=True)
 class SideSpec:
-    """What one side is; ``overrides`` are LlamaServerConfig fields for an embedded side."""
+    """What one side is; ``overrides`` are LlamaServerConfig fields for an embedded side;
+    ``api_key`` and ``headers`` go with every request to a URL side (a service behind a key)."""
 
     spec: str
     url: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    api_key: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def embedded(self) -> bool:
         return self.url is None
+
+    def target(self) -> Target:
+        """The URL side as a Target (its auth included); an embedded side has none yet."""
+        if self.url is None:
+            raise TtftError(f"side {self.spec!r} is embedded: it has no URL before it starts")
+        return Target(self.url, api_key=self.api_key, headers=dict(self.headers))
 
     @property
     def label(self) -> str:
@@ -67,11 +78,14 @@ class SideSpec:
         return ctx // max(slots, 1)
 
 
-def parse_side(spec: str) -> SideSpec:
-    """Parse one ``--baseline``/``--candidate`` value; a clear error names the syntax."""
+def parse_side(
+    spec: str, *, api_key: str | None = None, headers: Mapping[str, str] | None = None
+) -> SideSpec:
+    """Parse one ``--baseline``/``--candidate`` value; a clear error names the syntax.
+    ``api_key`` and ``headers`` are kept for a URL side (an embedded engine asks for no key)."""
     text = spec.strip()
     if text.startswith(("http://", "https://")):
-        return SideSpec(spec=text, url=text.rstrip("/"))
+        return SideSpec(text, text.rstrip("/"), api_key=api_key, headers=dict(headers or {}))
     head, _, tail = text.partition(":")
     if head != "embedded":
         raise TtftError(f"cannot read side {spec!r}", f"give {SYNTAX}")

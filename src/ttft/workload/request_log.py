@@ -174,16 +174,3 @@ def load_sample(path: Path) -> ChatRequest:
     if isinstance(body, list):
         body = {"messages": body}
     return parse_request(body, str(path))
-
-
-def content_text(content: Any) -> str:
-    """The text of a message's content: a string, or the text parts of a content list."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return ""

@@ -1,5 +1,5 @@
 """A Workload: what to send (prompt lengths, a shared-prefix set, a file of requests) and when
-(the arrival patterns), as the user asked for it; ``load/plan.py`` turns it into cells."""
+(the arrival patterns), as the user asked for it; ``load/workload_cells.py`` turns it into cells."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ import pytest
 
 from ttft.client import StreamingClient, connection
 from ttft.core.records import RequestRecord, RunAnchor
-from ttft.testing.scripted_server import RequestLog, ServerProcess
+from ttft.testing.scripted_server import RequestLog, ScriptedServerProcess
 from ttft.testing.sse_script import Script
 
 FIRST_TOKEN_MS = 200.0
@@ -36,7 +36,7 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def measure(
-    server: ServerProcess, concurrency: int, rounds: int, kernel: bool
+    server: ScriptedServerProcess, concurrency: int, rounds: int, kernel: bool
 ) -> tuple[list[RequestRecord], dict[int, RequestLog], RunAnchor]:
     """One warm-up round (opens the connections), then ``rounds`` rounds of ``concurrency``."""
     anchor = RunAnchor.now()
@@ -78,7 +78,7 @@ def check(concurrency: int, rounds: int, kernel: bool, attempts: int = 3) -> Non
 
 
 def check_once(concurrency: int, rounds: int, kernel: bool) -> None:
-    with ServerProcess(SCRIPT) as server:
+    with ScriptedServerProcess(SCRIPT) as server:
         records, logs, anchor = measure(server, concurrency, rounds, kernel)
     assert all(r.ok for r in records), [r.error for r in records if r.error][:3]
     errors_ms = []

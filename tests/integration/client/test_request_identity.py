@@ -9,8 +9,8 @@ from ttft.client import StreamingClient
 from ttft.core.identity import REQUEST_ID_MISMATCH
 from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.summary import summarize
-from ttft.load.bench import ClientSender
 from ttft.load.runner import CellPlan, Runner
+from ttft.load.sender import ClientSender
 from ttft.testing.scripted_server import ScriptedServer
 from ttft.testing.sse_script import Script
 from ttft.workload.arrival import ClosedLoop

@@ -11,7 +11,7 @@ import pytest
 
 from ttft.client import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
-from ttft.testing.scripted_server import ScriptedServer, ServerProcess
+from ttft.testing.scripted_server import ScriptedServer, ScriptedServerProcess
 from ttft.testing.sse_script import Script, render
 
 
@@ -116,7 +116,7 @@ def test_early_close_is_abrupt_in_every_framing(framing: str) -> None:
 
 
 def test_subprocess_server_serves_the_client_and_returns_its_log_over_http() -> None:
-    with ServerProcess(Script(first_token_delay_ms=1, n_tokens=3)) as server:
+    with ScriptedServerProcess(Script(first_token_delay_ms=1, n_tokens=3)) as server:
 
         async def scenario() -> RequestRecord:
             async with StreamingClient(server.base_url) as client:

@@ -83,10 +83,18 @@ def test_every_call_carries_the_key_and_the_targets_own_headers(server: FakeServ
 def test_tokenize_sends_add_special_and_reads_plain_ids_or_pieces(server: FakeServer) -> None:
     server.answers["/tokenize"] = (200, {"tokens": [2, 17, 99]})
     assert client(server, api_key=KEY).tokenize("hello", add_special=True) == [2, 17, 99]
-    assert server.seen[-1][0::3] == ("POST", {"content": "hello", "add_special": True})
+    assert server.seen[-1][0::3] == (
+        "POST",
+        {"content": "hello", "add_special": True, "prompt": "hello", "add_special_tokens": True},
+    )
     server.answers["/tokenize"] = (200, {"tokens": [{"id": 17, "piece": "he"}, {"id": 5}]})
     assert client(server, api_key=KEY).tokenize("he", add_special=False) == [17, 5]
-    assert server.seen[-1][3] == {"content": "he", "add_special": False}
+    assert server.seen[-1][3] == {
+        "content": "he",
+        "add_special": False,
+        "prompt": "he",
+        "add_special_tokens": False,
+    }
 
 
 def test_apply_template_returns_the_rendered_prompt(server: FakeServer) -> None:
@@ -159,7 +167,12 @@ def test_the_server_tokenizer_encodes_without_special_tokens(server: FakeServer)
     server.answers["/detokenize"] = (200, {"content": "ab"})
     tok = ServerTokenizer(Target(server.url, api_key=KEY))
     assert tok.encode("ab") == [7, 8] and tok.decode([7, 8]) == "ab"
-    assert server.seen[0][3] == {"content": "ab", "add_special": False}
+    assert server.seen[0][3] == {
+        "content": "ab",
+        "add_special": False,
+        "prompt": "ab",
+        "add_special_tokens": False,
+    }
     assert server.seen[1][3] == {"tokens": [7, 8]}
 
 
@@ -172,7 +185,9 @@ def test_a_server_without_tokenize_is_named_with_the_alternative(server: FakeSer
 
 def test_calls_are_data_the_gateway_sends_over_its_own_connections() -> None:
     assert control.tokenize("a", add_special=True) == control.Call(
-        "POST", "/tokenize", {"content": "a", "add_special": True}
+        "POST",
+        "/tokenize",
+        {"content": "a", "add_special": True, "prompt": "a", "add_special_tokens": True},
     )
     assert (control.PROPS.method, control.PROPS.path) == ("GET", "/props")
     assert control.HEALTH.path == "/health" and control.MODELS.path == "/v1/models"

@@ -113,14 +113,14 @@ def test_streams_pass_on_either_event_loop_and_closing_clients_keep_upstream_con
     from ttft.engines.process import free_loopback_port
     from ttft.testing.gateway_process import gateway_child
     from ttft.testing.oneshot_client import send_oneshot
-    from ttft.testing.scripted_server import ServerProcess
+    from ttft.testing.scripted_server import ScriptedServerProcess
     from ttft.testing.sse_script import Script
 
     assert loop == "asyncio" or importlib.util.find_spec("uvloop") is not None
     port = free_loopback_port()
     script = Script(first_token_delay_ms=5, token_interval_ms=2, n_tokens=8)
     args = ["--upstream", "", "--listen", f"127.0.0.1:{port}"]
-    with ServerProcess(script) as up:
+    with ScriptedServerProcess(script) as up:
         args[1] = up.base_url
         with gateway_child(args, port, env={"TTFT_GATEWAY_LOOP": loop}) as gateway:
             up.snapshot(clear=True)

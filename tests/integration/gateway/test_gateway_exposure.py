@@ -50,6 +50,17 @@ def test_health_and_metrics_need_the_key_when_keys_are_set() -> None:
         assert httpx.get(gw.url + "/health").status_code == 200
 
 
+def test_without_a_key_an_unknown_route_is_a_401_not_a_404() -> None:
+    """The key is checked before routing: a 404 named the gateway's routes to anyone."""
+    with scripted() as up, gateway_for([up.base_url], api_keys=["sk-right"]) as gw:
+        for method, path in (("GET", "/admin"), ("POST", "/v1/embeddings"), ("GET", "/")):
+            anonymous = httpx.request(method, gw.url + path)
+            assert anonymous.status_code == 401, (path, anonymous.text[:200])
+            assert "/v1/" not in anonymous.text
+        keyed = httpx.get(gw.url + "/admin", headers={"Authorization": "Bearer sk-right"})
+        assert keyed.status_code == 404
+
+
 def test_without_keys_only_a_loopback_host_and_json_are_accepted(chat_body: Any) -> None:
     body = json.dumps({**chat_body, "stream": False}).encode()
     with scripted() as up, gateway_for([up.base_url]) as gw:

@@ -8,8 +8,8 @@ import time
 import pytest
 from gateway_testkit import http_server, read_response
 
-from ttft.gateway import http_server as http_server_module
-from ttft.gateway.http_server import Request, Response
+from ttft.gateway.http import server as http_server_module
+from ttft.gateway.http.server import Request, Response
 
 
 async def echo(request: Request, response: Response) -> None:
@@ -181,24 +181,24 @@ def test_one_client_cannot_take_every_connection() -> None:
 
 
 def test_bodies_in_flight_share_one_memory_budget() -> None:
-    with http_server(echo, max_body_bytes=1000, max_bodies_in_flight_bytes=1500) as (
-        _,
-        port,
-        _,
-    ):
+    """The bytes that arrived count, from every client together; no share per client here."""
+    limits = {"max_body_bytes": 1000, "max_bodies_in_flight_bytes": 1500}
+    with http_server(echo, max_bodies_in_flight_bytes_per_client=0, **limits) as (_, port, _):
         slow = socket.create_connection(("127.0.0.1", port))
         try:
-            slow.sendall(b"POST /slow HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\nab")
+            slow.sendall(b"POST /slow HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n")
+            slow.sendall(b"a" * 900)
             time.sleep(0.1)
-            out = exchange(port, b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n")
+            head = b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n"
+            out = exchange(port, head + b"b" * 1000)
             assert out.startswith(b"HTTP/1.1 503 "), out[:80]
             assert b"Retry-After" in out
             small = exchange(
                 port,
                 b"POST /s HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc",
             )
-            assert small.startswith(b"HTTP/1.1 200 ")  # 1000 + 3 fits the budget
-            slow.sendall(b"c" * 998)
+            assert small.startswith(b"HTTP/1.1 200 ")  # 900 + 3 fits the budget
+            slow.sendall(b"c" * 100)
             slow.settimeout(5)
             assert b"200 OK" in slow.recv(1000)
         finally:
@@ -206,11 +206,12 @@ def test_bodies_in_flight_share_one_memory_budget() -> None:
 
 
 def test_a_head_can_be_refused_before_its_body_is_read() -> None:
-    def precheck(request: Request) -> None:
+    def precheck(request: Request) -> str | None:
         from ttft.gateway.errors import unauthorized
 
         if "authorization" not in request.headers:
             raise unauthorized("missing API key")
+        return None
 
     with http_server(echo, precheck=precheck, max_body_bytes=1 << 30) as (_, port, _):
         started = time.monotonic()
@@ -248,7 +249,7 @@ def test_no_100_continue_for_an_http10_client_and_trailing_spaces_are_not_a_valu
 
 
 def test_repeated_headers_are_joined_in_linear_time() -> None:
-    from ttft.gateway.http_wire import HeadParser
+    from ttft.gateway.http.wire import HeadParser
 
     # Joined as they came, each repeat copied the value so far: 300,000 repeats (a 2.7 MB head,
     # allowed where max_header_bytes is raised) took 5 s of the event loop; now ~0.2 s.

@@ -8,7 +8,7 @@ import time
 
 from gateway_testkit import http_server, read_response
 
-from ttft.gateway.http_server import Request, Response
+from ttft.gateway.http.server import Request, Response
 
 
 async def echo(request: Request, response: Response) -> None:

@@ -22,7 +22,7 @@ from ttft.load.fleet_setup import WorkerSetup
 from ttft.load.runner import CellPlan
 from ttft.load.session import SessionHooks
 from ttft.load.sink import read_results
-from ttft.testing.scripted_server import ServerProcess
+from ttft.testing.scripted_server import ScriptedServerProcess
 from ttft.testing.sse_script import Script
 from ttft.workload.arrival import ClosedLoop, OpenLoop
 
@@ -34,8 +34,8 @@ def cluster() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    with ServerProcess(Script().merged(SCRIPT)) as process:
+def server() -> Iterator[ScriptedServerProcess]:
+    with ScriptedServerProcess(Script().merged(SCRIPT)) as process:
         yield process
 
 
@@ -54,7 +54,7 @@ def _actor_pids() -> list[int]:
 
 
 def test_ray_actors_give_the_single_process_summary_on_two_nodes(
-    cluster: str, server: ServerProcess, tmp_path: Path
+    cluster: str, server: ScriptedServerProcess, tmp_path: Path
 ) -> None:
     arrivals = [ClosedLoop(4), OpenLoop(50.0)]
     single = run(server.base_url, tmp_path, arrivals, 20, None, name="single.jsonl")
@@ -79,7 +79,7 @@ def test_ray_actors_give_the_single_process_summary_on_two_nodes(
 
 
 def test_ray_clock_offsets_are_bounded_and_shown_by_the_cli(
-    cluster: str, server: ServerProcess, tmp_path: Path
+    cluster: str, server: ScriptedServerProcess, tmp_path: Path
 ) -> None:
     out = tmp_path / "cli"
     argv = [
@@ -101,7 +101,7 @@ def test_ray_clock_offsets_are_bounded_and_shown_by_the_cli(
 
 
 def test_a_killed_actor_leaves_worker_lost_records_and_a_complete_summary(
-    cluster: str, server: ServerProcess, tmp_path: Path
+    cluster: str, server: ScriptedServerProcess, tmp_path: Path
 ) -> None:
     state: dict[str, int] = {"warm": 0, "killed": 0}
 
@@ -128,7 +128,7 @@ def test_a_killed_actor_leaves_worker_lost_records_and_a_complete_summary(
 
 
 def test_a_starved_actor_makes_the_verdict_suspect(
-    cluster: str, server: ServerProcess, tmp_path: Path
+    cluster: str, server: ScriptedServerProcess, tmp_path: Path
 ) -> None:
     holder: dict[str, object] = {}
 

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from ttft.client import StreamingClient
 from ttft.core.records import RequestRecord, RunAnchor
-from ttft.load.bench import ClientSender
 from ttft.load.runner import CellPlan, Runner
+from ttft.load.sender import ClientSender
 from ttft.load.trace_plan import body_item
-from ttft.testing.scripted_server import ServerProcess
+from ttft.testing.scripted_server import ScriptedServerProcess
 from ttft.testing.sse_script import Script
 from ttft.workload.arrival import ClosedLoop, Replay
 from ttft.workload.trace import read_trace
@@ -49,7 +49,7 @@ def write_trace(path: Path, n: int, mean_gap_ms: float) -> None:
 
 
 def replay(
-    server: ServerProcess, path: Path, speed: float
+    server: ScriptedServerProcess, path: Path, speed: float
 ) -> tuple[list[RequestRecord], RunAnchor]:
     trace = read_trace(path)
     items = [body_item(r, None) for r in trace.requests]
@@ -73,7 +73,9 @@ def check_once(tmp_path: Path, speed: float) -> None:
     path = tmp_path / "trace.jsonl"
     write_trace(path, n=300, mean_gap_ms=10.0)  # 100 requests/s at speed 1
     offsets = read_trace(path).offsets_ns
-    with ServerProcess(Script(first_token_delay_ms=2, token_interval_ms=1, n_tokens=2)) as server:
+    with ScriptedServerProcess(
+        Script(first_token_delay_ms=2, token_interval_ms=1, n_tokens=2)
+    ) as server:
         server.snapshot(clear=True)
         records, anchor = replay(server, path, speed)
         logs = {log.tag: log for log in server.snapshot(clear=True).logs}

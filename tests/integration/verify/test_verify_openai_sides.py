@@ -91,3 +91,24 @@ def test_a_side_without_logprobs_gets_the_other_checks_and_a_note(tmp_path: Path
         # compared by characters: " 4821" and " 4822" first differ at the fifth character
         assert row.identical_share == 0.0 and row.first_divergence_mean == 4.0
         assert row.verdict == "fail"  # no continuation identical: below the 20% fail line
+
+
+def test_the_cli_sends_the_api_key_and_headers_with_every_request_to_both_sides() -> None:
+    """`verify quality` takes --api-key and --header like bench and doctor: a service behind a
+    key can be checked, and every request to either side carries both."""
+    from click.testing import CliRunner
+
+    from ttft.cli.main import cli
+
+    script = Script(tokens=TOKENS, top_logprobs=(SURE, *REST), first_token_delay_ms=1)
+    with server(script, []) as base, server(script, []) as cand:
+        args = ["verify", "quality", "--baseline", base.base_url, "--candidate", cand.base_url]
+        args += ["--lengths", "64", "--samples", "1", "--tokens", "4", "--top-k", "2"]
+        args += ["--api-key", "sekret", "--header", "X-Team: infra", "--format", "json"]
+        result = CliRunner().invoke(cli, args)
+        logs = [*base.logs, *cand.logs]
+    assert result.exit_code == 0, result.output
+    assert {log.path for log in logs} == {"/v1/completions"} and len(logs) >= 4
+    for log in logs:
+        assert log.headers.get("authorization") == "Bearer sekret"
+        assert log.headers.get("x-team") == "infra"

@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from ttft.cli.bench_workers import worker_setup
-from ttft.cli.options import BenchOptions
-from ttft.cli.target_options import TargetOptions
 from ttft.core.errors import MissingExtraError, TtftError
+from ttft.core.target_options import TargetOptions
+from ttft.load.bench_options import BenchOptions, worker_setup
 from ttft.load.fleet_setup import WorkerSetup
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ttft.cli.bench_run import _spec
 from ttft.cli.main import cli
-from ttft.cli.options import BenchOptions
-from ttft.cli.target_options import TargetOptions
 from ttft.core.errors import TtftError
+from ttft.core.target_options import TargetOptions
+from ttft.load.bench_options import BenchOptions
+from ttft.load.bench_workload import workload_spec as _spec
 from ttft.workload.arrival import ClosedLoop, OpenLoop
 
 BASE = BenchOptions(

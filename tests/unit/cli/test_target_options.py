@@ -41,3 +41,19 @@ def test_a_url_that_is_not_http_is_refused_with_the_fix() -> None:
     result = CliRunner().invoke(cli, ["doctor", "--url", "ftp://x"])
     assert isinstance(result.exception, TtftError)
     assert "not an http(s) URL" in str(result.exception)
+
+
+def test_verify_quality_spells_and_explains_its_access_options_as_bench_does() -> None:
+    from ttft.cli.verify import quality
+
+    access = {"api_key", "headers"}
+    mine = {k: v for k, v in _target_params(quality).items() if k in access}
+    assert set(mine) == access
+    assert mine == {k: v for k, v in _target_params(bench).items() if k in access}
+
+
+def test_verify_quality_refuses_a_malformed_header_before_anything_starts() -> None:
+    args = ["verify", "quality", "--candidate", "http://127.0.0.1:9", "--header", "no colon"]
+    result = CliRunner().invoke(cli, args)
+    assert isinstance(result.exception, TtftError)
+    assert "is not 'Name: value'" in str(result.exception)

@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from ttft.cli.bench import bench
-from ttft.cli.options import BenchOptions
-from ttft.cli.target_options import TargetOptions
-from ttft.cli.trace_options import trace_spec
 from ttft.core.errors import TtftError
+from ttft.core.target_options import TargetOptions
+from ttft.load.bench_options import BenchOptions
+from ttft.load.bench_trace import trace_spec
 
 
 def options(trace: Path | None, **changes: object) -> BenchOptions:

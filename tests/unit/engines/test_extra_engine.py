@@ -19,7 +19,7 @@ from ttft.core.target import Target
 from ttft.doctor import step_server
 from ttft.doctor.context import DoctorContext
 from ttft.engines.adapter import EngineAdapter, EngineAdvice, FlagRoles
-from ttft.engines.cmdline import EngineCommand
+from ttft.engines.command import EngineCommand
 from ttft.engines.flags import parse_flag_table
 from ttft.engines.metrics import CommonMetric, MetricSource
 from ttft.engines.prometheus import parse_exposition

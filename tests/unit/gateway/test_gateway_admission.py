@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from ttft.gateway.admission import LONG, SHORT, Admission, Shed, lane_for
+from ttft.gateway.admission.lanes import LONG, SHORT, Admission, Shed, lane_for
 
 
 def run(coro: object) -> object:
@@ -205,3 +205,41 @@ def test_the_reserve_never_shuts_long_requests_out() -> None:
     assert Admission(4, 4, long_reserve=9).long_cap == 1
     assert Admission(4, 4, long_reserve=1).long_cap == 3
     assert Admission(4, 4, split_lanes=False, long_reserve=1).long_cap == 4
+
+
+def test_one_client_holds_only_its_share_of_the_slots_and_others_pass_its_queued_requests() -> None:
+    """Four slow streams from one key held every slot of a replica and other keys waited 30 s
+    (issue 28): with client_slots, a key's next request waits while another key's starts."""
+
+    async def scenario() -> tuple[list[str], int]:
+        adm = Admission(4, 16, client_slots=None)  # None: half the slots
+        assert adm.client_slots == 2
+        for _ in range(2):
+            assert await adm.acquire(SHORT, client="key:a") == 0
+        started: list[str] = []
+
+        async def wait(name: str, client: str) -> None:
+            await adm.acquire(SHORT, client=client, timeout_s=5)
+            started.append(name)
+
+        third = asyncio.create_task(wait("a3", "key:a"))
+        await asyncio.sleep(0)
+        other = asyncio.create_task(wait("b1", "key:b"))
+        await asyncio.sleep(0.01)
+        assert started == ["b1"]  # a3 waits: its key holds 2 of 4 slots already
+        adm.release(SHORT, "key:a")
+        await asyncio.gather(third, other)
+        return started, adm.in_flight
+
+    started, in_flight = run(scenario())  # type: ignore[misc]
+    assert started == ["b1", "a3"] and in_flight == 3
+
+
+def test_without_a_client_share_one_client_may_take_every_slot() -> None:
+    async def scenario() -> int:
+        adm = Admission(4, 16)  # the default: 0, no share (a gateway without keys)
+        for _ in range(4):
+            assert await adm.acquire(SHORT, client="addr:127.0.0.1") == 0
+        return adm.in_flight
+
+    assert run(scenario()) == 4

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ttft.engines import control
-from ttft.gateway.admission import LONG, SHORT
+from ttft.gateway.admission.lanes import LONG, SHORT
 from ttft.gateway.config import GatewayConfig, from_mapping
 from ttft.gateway.discover import apply_slots, discover_replica, model_names, total_slots
 from ttft.gateway.errors import GatewayError
@@ -148,7 +148,7 @@ def test_configured_aliases_are_accepted() -> None:
 
 
 def _plan(planner: Planner, body: dict[str, Any]) -> Any:
-    from ttft.gateway.http_wire import Request
+    from ttft.gateway.http.wire import Request
     from ttft.gateway.plan import COMPLETIONS
 
     raw = json.dumps(body).encode()

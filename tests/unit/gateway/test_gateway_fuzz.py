@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ttft.gateway.errors import GatewayError
-from ttft.gateway.http_wire import BadHead, HeadParser
+from ttft.gateway.http.wire import BadHead, HeadParser
 from ttft.gateway.validate import (
     check_common,
     check_messages,

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from ttft.gateway.admission import LONG, SHORT
+from ttft.gateway.admission.lanes import LONG, SHORT
 from ttft.gateway.config import from_mapping
 from ttft.gateway.errors import GatewayError
-from ttft.gateway.http_wire import Request
+from ttft.gateway.http.wire import Request
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.plan import CHAT, COMPLETIONS, HYGIENE_MAX_MOVES, Plan, Planner
 from ttft.gateway.prerender import Prerenderer

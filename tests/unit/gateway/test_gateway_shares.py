@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from ttft.gateway.admission.shares import ClientShares
 from ttft.gateway.metrics import GatewayMetrics
-from ttft.gateway.shares import ClientShares
 
 
 def _runtime(*room: tuple[int, int]) -> Any:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from ttft.gateway.admission import LONG, SHORT
-from ttft.gateway.slot_pins import SlotPins, with_slot
+from ttft.gateway.admission.lanes import LONG, SHORT
+from ttft.gateway.admission.slot_pins import SlotPins, with_slot
 
 
 def test_short_requests_take_the_lowest_free_slot_and_long_ones_the_highest() -> None:

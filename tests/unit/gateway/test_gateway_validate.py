@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ttft.gateway.errors import GatewayError
-from ttft.gateway.http_limits import AcceptErrorLog, clamp_connections
+from ttft.gateway.http.limits import AcceptErrorLog, clamp_connections
 from ttft.gateway.validate import check_common, check_prompt, nesting_depth, parse_body
 from ttft.prompts.dynamic_content import find_dynamic
 
@@ -133,3 +133,18 @@ def test_max_connections_fits_the_file_limit() -> None:
     assert clamp_connections(4096, 1024) == 480
     assert clamp_connections(100, 1024) == 100
     assert clamp_connections(4096, None) == 4096
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"max_tokens": ' + b"7" * 5000 + b"}", b'{"a": 1,}', b'{"a": NaN}', b'{"a": 1e999}'],
+    ids=["5000-digit-integer", "trailing-comma", "nan", "overflow"],
+)
+def test_invalid_json_is_explained_without_interpreter_internals(raw: bytes) -> None:
+    """A 5,000-digit integer's message named sys.set_int_max_str_digits."""
+    with pytest.raises(GatewayError) as caught:
+        parse_body(raw)
+    message = caught.value.message
+    assert caught.value.status == 400 and message.startswith("the request body")
+    for internal in ("sys.", "set_int_max_str_digits", "Exceeds the limit", "Traceback"):
+        assert internal not in message, message

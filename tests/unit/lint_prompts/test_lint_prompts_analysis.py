@@ -178,7 +178,8 @@ def test_a_value_no_detector_knows_is_found_by_comparing_requests(
     requests = [chat(system.format(n=n), f"Q{n}", i) for i, n in enumerate((41, 38, 27), 1)]
     analysis = lint_prompts(requests, template("llama_server_chatml"), tokens)
     (group,) = analysis.dynamic
-    assert group.kind == "varying" and group.values == ["38", "27"]
+    # Every request carries the value, the first one too: it differs from the others.
+    assert group.kind == "varying" and group.values == ["41", "38", "27"]
     assert analysis.after.hit_rate_ideal > analysis.before.hit_rate_ideal
 
 

@@ -13,9 +13,9 @@ from ttft.core.target import Target
 from ttft.load.clock_sync import ClockOffset
 from ttft.load.fleet_bench import Event, WorkerInfo, run_cells_fleet
 from ttft.load.runner import CellPlan
-from ttft.load.shares import Share
 from ttft.load.sink import JsonlSink, read_results
 from ttft.load.worker_core import Placement
+from ttft.load.worker_shares import Share
 from ttft.workload.arrival import ClosedLoop, OpenLoop
 from ttft.workload.requests import WorkItem
 

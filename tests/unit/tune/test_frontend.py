@@ -214,7 +214,7 @@ def test_static_key_is_unambiguous_across_field_boundaries_and_extra_fields() ->
 
 
 def test_text_and_markdown_state_each_saving_in_words() -> None:
-    from ttft.cli.tune_frontend import render_markdown, render_text
+    from ttft.report.frontend import render_markdown, render_text
 
     rows = [_row("log:1", [2 * MS] * 3, [3 * MS] * 3)]
     report = build_report(

@@ -11,13 +11,14 @@ from click.testing import CliRunner
 from tune_testkit import FakeRunner
 
 from ttft.cli.main import cli
-from ttft.cli.tune_run import search_settings
 from ttft.core.errors import TtftError
 from ttft.core.slo import parse_slos
 from ttft.tune.experiment import ExperimentDir
+from ttft.tune.options import SweepOptions
 from ttft.tune.runner import rate_requests
 from ttft.tune.space import Config, config_id, configurations, parse_space
 from ttft.tune.sweep import SearchSettings, chosen, rank, run_sweep, trial_key
+from ttft.tune.sweep_flow import search_settings
 from ttft.tune.tables import SWEEP_COLUMNS, sweep_json, sweep_rows, to_csv, to_markdown
 from ttft.tune.trial import LevelResult, TrialResult, rate_label
 from ttft.tune.workload import TuneWorkload
@@ -124,16 +125,16 @@ def test_rate_options_are_checked_before_anything_runs() -> None:
         "max_rate": 16.0, "rate_tolerance": 0.1, "level_seconds": 10.0, "burstiness": 1.0,
         "max_client_lag_ms": 10.0,
     }  # fmt: skip
-    settings = search_settings(base)
+    settings = search_settings(SweepOptions(**base))
     assert settings.load == "rate" and settings.tolerance == 0.1 and settings.level_s == 10
-    assert search_settings({**base, "load_mode": "concurrency"}) == SearchSettings()
+    assert search_settings(SweepOptions(**{**base, "load_mode": "concurrency"})) == SearchSettings()
     bad_options = [
         {"start_rate": 8.0, "max_rate": 4.0}, {"start_rate": 0.0}, {"rate_tolerance": 1.5},
         {"level_seconds": 0.0}, {"max_client_lag_ms": -1.0},
     ]  # fmt: skip
     for bad in bad_options:
         with pytest.raises(TtftError):
-            search_settings({**base, **bad})
+            search_settings(SweepOptions(**{**base, **bad}))
 
 
 def test_the_sweep_command_takes_the_rate_options() -> None:

@@ -6,8 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from ttft.cli.main import cli
-from ttft.cli.tune_ab import parse_change
 from ttft.core.errors import TtftError
+from ttft.tune.ab_flow import parse_change
 
 
 def test_parse_change_reads_flags_transforms_targets_and_tiers() -> None:

@@ -81,3 +81,20 @@ def test_pre_render_sends_the_rendered_conversation_to_completions() -> None:
     assert "messages" not in items[0].body and items[0].body["max_tokens"] == 8
     # The renderer is not part of what identifies the workload (trial ids stay stable).
     assert replace(workload, render=render).describe() == workload.describe()
+
+
+@pytest.mark.parametrize("name", ["second-line", "mid-sentence", "few-shot", "first-line"])
+def test_move_dynamic_on_a_log_moves_what_the_log_analysis_finds_wherever_it_sits(
+    tmp_path: Path, name: str
+) -> None:
+    from ttft.testing.dynamic_logs import BUILDERS
+
+    log = BUILDERS[name](count=4, words=60)
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(b) + "\n" for b in log.bodies))
+    plain = TuneWorkload(shape="log", log_path=path).items(4, "c=1")
+    moved = TuneWorkload(shape="log", log_path=path, transforms=("move-dynamic",)).items(4, "c=1")
+    assert len({json.dumps(i.body["messages"][:-1]) for i in plain}) > 1
+    assert len({json.dumps(i.body["messages"][:-1]) for i in moved}) == 1
+    for item, values in zip(moved, log.expected, strict=True):
+        assert all(v in item.body["messages"][-1]["content"] for v in values)

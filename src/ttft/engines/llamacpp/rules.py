@@ -8,7 +8,7 @@ so that their intent still counts (and ``engine/removed-flag`` says they no long
 from __future__ import annotations
 
 from ttft.core.findings import Finding, Severity
-from ttft.engines.cmdline import Arg, EngineCommand
+from ttft.engines.command import Arg, EngineCommand
 from ttft.engines.rulekit import (
     EngineLintOptions,
     Rule,

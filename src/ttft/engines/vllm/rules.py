@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ttft.core.findings import Finding, Severity
-from ttft.engines.cmdline import EngineCommand
+from ttft.engines.command import EngineCommand
 from ttft.engines.rulekit import (
     BUDGET_START,
     EngineLintOptions,

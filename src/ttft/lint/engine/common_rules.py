@@ -9,7 +9,7 @@ concurrency 32) and from the embedded llama-server on this project's CPU machine
 from __future__ import annotations
 
 from ttft.core.findings import Finding, Severity
-from ttft.engines.cmdline import EngineCommand
+from ttft.engines.command import EngineCommand
 from ttft.engines.registry import adapter_for
 from ttft.engines.rulekit import (
     BUDGET_HIGH,

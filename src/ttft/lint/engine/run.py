@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ttft.core.findings import Finding, sort_findings
-from ttft.engines.cmdline import EngineCommand
+from ttft.engines.command import EngineCommand
 from ttft.engines.registry import adapter_for
 from ttft.engines.rulekit import EngineLintOptions, Rule
 from ttft.lint.engine.common_rules import (

@@ -14,7 +14,6 @@ The pipeline, for one sample conversation or a log of real requests:
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -30,15 +29,10 @@ from ttft.lint.prompts.prefix_cache import (
 from ttft.lint.prompts.stability import Instability, find_instability
 from ttft.lint.prompts.tokens import PromptTokens
 from ttft.prompts.chat_template import ChatTemplate, TemplateRenderer, TemplateRuntimeError
-from ttft.prompts.static_prefix import (
-    FoundSpan,
-    RenderedRequest,
-    analyse,
-    last_user_index,
-    locate,
-    varying_span,
-)
-from ttft.prompts.transform import move_to_end, normalize, static_key
+from ttft.prompts.dynamic_content import DynamicSpan
+from ttft.prompts.log_analysis import analyse_log, rendered_at
+from ttft.prompts.static_prefix import FoundSpan, RenderedRequest, analyse
+from ttft.prompts.transform import move_to_end, normalize
 from ttft.workload.request_log import ChatRequest
 
 # Two instants a day, an hour, a minute and a second apart: a template that reads the clock
@@ -131,37 +125,27 @@ def _restore_points(
     return points
 
 
-def _add_varying(rendered: list[RenderedRequest]) -> list[RenderedRequest]:
-    """Mark static-prefix content that differs from the most similar earlier request.
-
-    Only where no detector already explains the difference, and only between requests that are not
-    logically equal (those are instability, reported apart).
-    """
+def _add_log_spans(rendered: list[RenderedRequest]) -> list[RenderedRequest]:
+    """Add the spans the log analysis finds (values that vary between the logged requests,
+    wherever they sit) that no detector already reported, at their place in the rendered text."""
+    log = analyse_log([item.request for item in rendered])
     out: list[RenderedRequest] = []
-    seen: list[tuple[str, int]] = []
-    for index, item in enumerate(rendered):
-        pos = bisect.bisect_left(seen, (item.static_text, index))
-        candidates = [seen[p][1] for p in (pos - 1, pos) if 0 <= p < len(seen)]
-        seen.insert(pos, (item.static_text, index))
-        best = max(
-            candidates,
-            key=lambda j: _char_lcp(item.static_text, rendered[j].static_text),
-            default=None,
-        )
-        if best is None or static_key(item.request) == static_key(rendered[best].request):
-            out.append(item)
-            continue
-        span = varying_span(item, rendered[best])
-        if span is None or any(f.span.start - 2 <= span.start <= f.span.end for f in item.spans):
-            out.append(item)
-            continue
-        where = locate(item.request, span.text, last_user_index(item.request.messages))
-        if where is None or where[0] == "template":
-            out.append(item)
-            continue
-        extra = FoundSpan(span, where[0], where[1])
-        spans = tuple(sorted((*item.spans, extra), key=lambda f: f.span.start))
-        out.append(replace(item, spans=spans))
+    for item, spans in zip(rendered, log.spans, strict=True):
+        extra: list[FoundSpan] = []
+        for span in spans:
+            at = rendered_at(item.static_text, item.request, span)
+            if at is None:
+                continue
+            end = at + len(span.text)
+            if any(f.span.start < end and at < f.span.end for f in item.spans):
+                continue
+            dynamic = DynamicSpan(at, end, span.kind, span.text, span.volatility)
+            source = span.field.key if span.field.message is not None else span.field.source
+            extra.append(FoundSpan(dynamic, source, span.place))
+        if extra:
+            merged = sorted((*item.spans, *extra), key=lambda f: f.span.start)
+            item = replace(item, spans=tuple(merged))
+        out.append(item)
     return out
 
 
@@ -274,7 +258,7 @@ def lint_prompts(
             if not rendered and len(errors) + 1 == len(requests):
                 raise
             errors.append((request, str(exc)))
-    rendered = _add_varying(rendered)
+    rendered = _add_log_spans(rendered)
     before, groups_before = _simulate(renderer, rendered, tokens, cache_model)
     instabilities = find_instability(rendered)
     # Canonical tools and whitespace are a suggested fix only where the log shows drift; applied

@@ -12,7 +12,7 @@ from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.load.clock_sync import measure_offset
 from ttft.load.runner import CellPlan, max_overlap
-from ttft.load.shares import lost_records, run_share, split_cell
+from ttft.load.worker_shares import lost_records, run_share, split_cell
 from ttft.workload.arrival import ClosedLoop, OpenLoop
 from ttft.workload.requests import WorkItem
 

@@ -13,9 +13,12 @@ pipelined requests are not parsed before the server wants them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httptools
+
+from ttft.gateway.errors import GatewayError
 
 REASONS = {
     100: "Continue",
@@ -53,10 +56,34 @@ class Request:
     body: bytes  # empty until the whole body arrived (the head is checked before that)
     received_ns: int  # perf_counter_ns when the request's first bytes arrived
     peer: str
+    # Holds ``n`` more bytes of the body budget for this request (what its parsed body will
+    # cost beyond its bytes) until it has been answered; False when the budget is spent.
+    charge: Callable[[int], bool] | None = None
+    uncharge: Callable[[], None] | None = None  # gives back what ``charge`` held
 
     @property
     def content_length(self) -> int:
         return int(self.headers.get("content-length", "0"))
+
+
+def framing(headers: dict[str, str], http11: bool, max_body_bytes: int) -> tuple[int, bool]:
+    """A request's body length and whether its connection stays open; GatewayError (411,
+    413) for a body the gateway will not read."""
+    if "transfer-encoding" in headers:
+        raise GatewayError(
+            411,
+            "chunked request bodies are not accepted; send Content-Length",
+            code="length_required",
+        )
+    length = int(headers.get("content-length", "0"))
+    if length > max_body_bytes:
+        raise GatewayError(
+            413,
+            f"request body of {length} bytes is over the gateway's limit of {max_body_bytes} bytes",
+            code="body_too_large",
+        )
+    tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+    return length, ("close" not in tokens) if http11 else ("keep-alive" in tokens)
 
 
 class BadHead(ValueError):

@@ -14,7 +14,10 @@ makes p99 TTFT explode. Here the gateway holds the queue instead, split by promp
   prefill however the queue is ordered: the queue only decides who gets the *next* free slot. A
   reserved slot is free, or frees within one short request, when the short one arrives;
 - the lanes together hold at most ``queue_size`` requests: one more is refused at once (429),
-  and a request that waited ``queue_timeout_s`` is refused too (503). Nothing grows unbounded.
+  and a request that waited ``queue_timeout_s`` is refused too (503). Nothing grows unbounded;
+- one client (a key) holds at most ``client_slots`` of the slots (``slots_per_client``): four
+  slow streams of one key held every slot of a replica and every other key waited. Its next
+  request waits in its lane while the others' pass it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class _Ticket:
     lane: str = field(compare=False)
     future: asyncio.Future[None] = field(compare=False)
     cancelled: bool = field(default=False, compare=False)
+    client: str = field(default="", compare=False)
 
 
 class Admission:
@@ -59,8 +63,12 @@ class Admission:
         split_lanes: bool = True,
         short_burst: int = 4,
         long_reserve: int = 0,
+        client_slots: int | None = 0,
     ) -> None:
         self.max_in_flight = max_in_flight
+        # The most slots one client may hold: None, half of them (at least one); 0, no limit.
+        self.client_slots_setting = client_slots
+        self._by_client: dict[str, int] = {}
         self.long_reserve = long_reserve
         self.queue_size = queue_size
         self.split_lanes = split_lanes
@@ -79,15 +87,28 @@ class Admission:
             return self.max_in_flight
         return max(1, self.max_in_flight - self.long_reserve)
 
+    @property
+    def client_slots(self) -> int:
+        """The most slots one client may hold (0: no limit); read each time, since
+        ``max_in_flight`` changes when an engine reports its slots."""
+        setting = self.client_slots_setting
+        return max(1, self.max_in_flight // 2) if setting is None else setting
+
     def _can_start(self, lane: str) -> bool:
         if self.in_flight >= self.max_in_flight:
             return False
         return lane == SHORT or self.long_in_flight < self.long_cap
 
-    def _start(self, lane: str) -> None:
+    def _client_may_start(self, client: str) -> bool:
+        cap = self.client_slots
+        return not client or not cap or self._by_client.get(client, 0) < cap
+
+    def _start(self, lane: str, client: str = "") -> None:
         self.in_flight += 1
         if lane == LONG:
             self.long_in_flight += 1
+        if client and self.client_slots_setting != 0:
+            self._by_client[client] = self._by_client.get(client, 0) + 1
 
     @property
     def waiting(self) -> int:
@@ -106,7 +127,9 @@ class Admission:
     def has_room(self) -> bool:
         return self.in_flight < self.max_in_flight or self.waiting < self.queue_size
 
-    async def acquire(self, lane: str, priority: int = 0, timeout_s: float = 30.0) -> int:
+    async def acquire(
+        self, lane: str, priority: int = 0, timeout_s: float = 30.0, client: str = ""
+    ) -> int:
         """Wait for a slot; return the nanoseconds waited. Raises ``Shed`` when refused.
 
         Cancellation (the client left) gives back the slot if it had just been granted. The
@@ -117,16 +140,18 @@ class Admission:
         # Every waiting ticket is one that cannot start (``release`` dispatches all that can), so
         # a request whose own lane is empty may start at once: a short one then does not wait
         # behind long ones held back by their cap.
-        if self.queued[lane] == 0 and self._can_start(lane):
-            self._start(lane)
+        if self.queued[lane] == 0 and self._can_start(lane) and self._client_may_start(client):
+            self._start(lane, client)
             return 0
         if self.waiting >= self.queue_size:
             raise Shed("queue_full", f"the queue is full ({self.queue_size} waiting)")
         start = time.perf_counter_ns()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        ticket = _Ticket(priority, next(self._seq), lane, future)
+        ticket = _Ticket(priority, next(self._seq), lane, future, client=client)
         heapq.heappush(self._lanes[lane], ticket)
         self.queued[lane] += 1
+        if self.in_flight < self.max_in_flight:
+            self.dispatch()  # tickets ahead of it may be held back by their client's share
         try:
             async with asyncio.timeout(timeout_s):
                 await future
@@ -143,7 +168,7 @@ class Admission:
     def _withdraw(self, ticket: _Ticket) -> None:
         if ticket.future.done() and not ticket.future.cancelled():
             # Granted in the same instant the wait ended: hand the slot on.
-            self.release(ticket.lane)
+            self.release(ticket.lane, ticket.client)
             return
         if not ticket.cancelled:
             ticket.cancelled = True
@@ -154,13 +179,19 @@ class Admission:
                 self._lanes[ticket.lane] = [t for t in lane if not t.cancelled]
                 heapq.heapify(self._lanes[ticket.lane])
 
-    def release(self, lane: str) -> None:
+    def release(self, lane: str, client: str = "") -> None:
         """A request of ``lane`` left the engine: free slots go to waiting ones that may start."""
         if not self.split_lanes:
             lane = SHORT
         self.in_flight -= 1
         if lane == LONG:
             self.long_in_flight -= 1
+        if client and self.client_slots_setting != 0:
+            left = self._by_client.get(client, 1) - 1
+            if left > 0:
+                self._by_client[client] = left
+            else:
+                self._by_client.pop(client, None)
         self.dispatch()
 
     def dispatch(self) -> None:
@@ -169,27 +200,44 @@ class Admission:
             ticket = self._next()
             if ticket is None:
                 break
-            self._start(ticket.lane)
+            self._start(ticket.lane, ticket.client)
             ticket.future.set_result(None)
 
     def _next(self) -> _Ticket | None:
         short = self.queued[SHORT] > 0
         long_ = self.queued[LONG] > 0 and self._can_start(LONG)
         if short and (not long_ or self._short_streak < self.short_burst):
-            lane = SHORT
-            self._short_streak += 1
+            order = (SHORT, LONG) if long_ else (SHORT,)
         elif long_:
-            lane = LONG
-            self._short_streak = 0
+            order = (LONG, SHORT) if short else (LONG,)
         else:
             return None
+        for lane in order:
+            ticket = self._pop(lane)
+            if ticket is not None:
+                self._short_streak = self._short_streak + 1 if lane == SHORT else 0
+                return ticket
+        return None
+
+    def _pop(self, lane: str) -> _Ticket | None:
+        """The first ticket of ``lane`` whose client is under its share of the slots; the
+        tickets of clients at their share keep their places."""
         heap = self._lanes[lane]
+        held: list[_Ticket] = []
+        found = None
         while heap:
             ticket = heapq.heappop(heap)
-            if not ticket.cancelled and not ticket.future.done():
-                self.queued[lane] -= 1
-                return ticket
-        return None  # pragma: no cover - counts and heaps agree
+            if ticket.cancelled or ticket.future.done():
+                continue
+            if not self._client_may_start(ticket.client):
+                held.append(ticket)
+                continue
+            self.queued[lane] -= 1
+            found = ticket
+            break
+        for ticket in held:
+            heapq.heappush(heap, ticket)
+        return found
 
 
 def lane_for(prompt_tokens: int, long_prompt_tokens: int) -> str:

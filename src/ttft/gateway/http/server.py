@@ -1,6 +1,6 @@
 """A small HTTP/1.1 server on asyncio's Protocol API, made to pass token streams through.
 
-Each connection (``http_conn``) parses and answers its requests; the server holds what they
+Each connection (``conn``) parses and answers its requests; the server holds what they
 share: the connection counts (in all and per client address), the budget for request bodies in
 flight, the sweeper that enforces every connection's deadline, and a quiet accept log.
 """
@@ -13,17 +13,19 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from ttft.gateway.errors import GatewayError
-from ttft.gateway.http_conn import Connection
-from ttft.gateway.http_limits import clamp_connections, file_limit, install_accept_log
-from ttft.gateway.http_response import Response
-from ttft.gateway.http_wire import Request
+from ttft.gateway.http.budget import BodyBudget, client_share
+from ttft.gateway.http.conn import Connection
+from ttft.gateway.http.limits import clamp_connections, file_limit, install_accept_log
+from ttft.gateway.http.response import Response
+from ttft.gateway.http.wire import Request
 from ttft.gateway.log_limit import ThrottledLog
 
 log = logging.getLogger("ttft.gateway")
 
 Handler = Callable[[Request, Response], Awaitable[None]]
 # Checks a request from its head alone; raises GatewayError to refuse it before its body.
-Precheck = Callable[[Request], None]
+# Returns who the request counts against in the body budget (its key), or None: its address.
+Precheck = Callable[[Request], str | None]
 _Connection = Connection  # the name tests patch
 
 
@@ -38,33 +40,44 @@ class HttpServer:
         max_header_bytes: int = 32 * 1024,
         max_body_bytes: int = 4 * 1024 * 1024,
         max_bodies_in_flight_bytes: int = 64 * 1024 * 1024,
+        max_bodies_in_flight_bytes_per_client: int | None = None,  # None: a quarter; 0: none
+        body_timeout_s: float = 10.0,  # at most this long between two reads of a body
         max_connections: int = 4096,
         max_connections_per_client: int = 0,  # 0: no per-client cap
         first_request_timeout_s: float = 10.0,
         read_timeout_s: float = 30.0,
         idle_timeout_s: float = 75.0,
         write_timeout_s: float = 60.0,
+        stall_timeout_s: float = 10.0,  # a stream holding an engine slot, its client not reading
     ) -> None:
         self.handler = handler
         self.precheck = precheck
         self.max_header_bytes = max_header_bytes
         self.max_body_bytes = max_body_bytes
-        self.max_bodies_in_flight_bytes = max(max_bodies_in_flight_bytes, max_body_bytes)
+        total = max(max_bodies_in_flight_bytes, max_body_bytes)
+        self.max_bodies_in_flight_bytes = total
+        share = max_bodies_in_flight_bytes_per_client
+        self.body_budget = BodyBudget(
+            total, client_share(total, max_body_bytes) if share is None else share
+        )
+        self.body_timeout_s = body_timeout_s
         self.max_connections = max_connections
         self.max_connections_per_client = max_connections_per_client
         self.first_request_timeout_s = first_request_timeout_s
         self.read_timeout_s = read_timeout_s
         self.idle_timeout_s = idle_timeout_s
         self.write_timeout_s = write_timeout_s
+        self.stall_timeout_s = stall_timeout_s
         self.connections: set[Connection] = set()
         self.per_client: dict[str, int] = {}
-        self.bodies_in_flight = 0  # bytes reserved by bodies being received or handled
         self.refused_connections = 0
+        # Refused over a connection limit and waiting (2 s at most) for their clients to
+        # close, so the answer is not lost to a reset: at most ``max_lingering`` at a time.
+        self.lingering: set[Connection] = set()
+        self.max_lingering = 32
         self._server: asyncio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        # Refused over a connection limit: not counted, but still closed on time.
-        self._lingering: set[Connection] = set()
         # Lines clients can cause (a crowd that reads nothing): one per interval, with a count.
         self.quiet_log = ThrottledLog(log)
         self.host = ""
@@ -104,16 +117,12 @@ class HttpServer:
                 self.per_client[conn.client] = left
             else:
                 self.per_client.pop(conn.client, None)
-        self._lingering.discard(conn)
+        self.lingering.discard(conn)
 
-    def _reserve(self, length: int) -> bool:
-        if self.bodies_in_flight + length > self.max_bodies_in_flight_bytes:
-            return False
-        self.bodies_in_flight += length
-        return True
-
-    def _release(self, length: int) -> None:
-        self.bodies_in_flight -= length
+    @property
+    def bodies_in_flight(self) -> int:
+        """Bytes held by bodies being received or handled."""
+        return self.body_budget.held
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
@@ -133,6 +142,8 @@ class HttpServer:
                 self.idle_timeout_s / 4,
                 self.first_request_timeout_s / 4,
                 self.write_timeout_s / 4,
+                self.stall_timeout_s / 4,
+                self.body_timeout_s / 4,
             ),
         )
         while True:
@@ -140,7 +151,7 @@ class HttpServer:
             now = self.now()
             for conn in list(self.connections):
                 conn.sweep(now)
-            for conn in list(self._lingering):
+            for conn in list(self.lingering):
                 conn.sweep(now)
 
     async def start(self, host: str, port: int) -> None:

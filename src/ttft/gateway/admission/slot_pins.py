@@ -20,7 +20,7 @@ is cheap, their place in the batch is what counts.
 
 from __future__ import annotations
 
-from ttft.gateway.admission import LONG
+from ttft.gateway.admission.lanes import LONG
 
 
 class SlotPins:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ttft.gateway.errors import GatewayError
-from ttft.gateway.http_wire import REASONS
+from ttft.gateway.http.wire import REASONS
 
 
 class Channel(Protocol):

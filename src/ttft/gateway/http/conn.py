@@ -1,22 +1,15 @@
-"""One client connection of the HTTP/1.1 server (``http_server``): framing, limits, timers.
+"""One client connection of the HTTP/1.1 server (``server``): framing, limits, timers.
 
 What matters for TTFT: a response body is written to the socket the moment the handler has it
 (no response buffer, no compression, ever), the head goes out in the same write as the first body
 bytes (one syscall, and ``Server-Timing`` can carry the upstream's time to first byte), and a
 client that goes away cancels its handler, so the upstream request is cancelled too.
 
-What matters for safety, with a hostile client in mind:
-- heads are parsed by llhttp (``http_wire``), each byte scanned once however slowly it trickles
-  in; heads and bodies have hard size limits (431, 413); bodies need ``Content-Length`` (no
-  chunked uploads, so no smuggling through disagreeing framings);
-- ``precheck`` (the API key, the route) runs on the head, before any body byte is read, and the
-  bodies being read share one memory budget (503 when it is spent);
-- requests pipelined behind one are held unparsed, bounded, and are not parsed while the client
-  is not reading its answers (its socket is write-paused);
-- a connection must send its first request within ``first_request_timeout_s``, a request must
-  arrive within ``read_timeout_s``, an idle keep-alive connection closes after
-  ``idle_timeout_s``, and a client that reads nothing for ``write_timeout_s`` is dropped;
-- at most ``max_connections`` in all and ``max_connections_per_client`` per client address.
+What matters for safety, with a hostile client in mind (the list is in docs/gateway.md,
+"Security"): heads parsed by llhttp and bounded, bodies framed by ``Content-Length`` only and
+counted as they arrive against a budget (``budget``), the key checked from the head
+(``precheck``), pipelined requests held unparsed while the client does not read, and a deadline
+for every phase of a connection, checked by the server's sweeper.
 """
 
 from __future__ import annotations
@@ -28,13 +21,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from ttft.gateway.errors import GatewayError
-from ttft.gateway.http_response import Response
-from ttft.gateway.http_wire import BadHead, HeadParser, Request, plain_head
+from ttft.gateway.http.budget import BodyIntake, server_busy
+from ttft.gateway.http.response import Response
+from ttft.gateway.http.wire import BadHead, HeadParser, Request, framing, plain_head
 
 if TYPE_CHECKING:
-    from ttft.gateway.http_server import HttpServer
+    from ttft.gateway.http.server import HttpServer
 
-log = logging.getLogger("ttft.gateway")
 
 _clock = time.perf_counter_ns
 # While a request is answered the client may already send its next one (pipelining): hold at
@@ -58,9 +51,9 @@ class Connection(asyncio.Protocol):
         self._head: HeadParser | None = None
         self._request: Request | None = None  # its head is parsed, its body is arriving
         self._keep_alive = True
-        self._body: list[bytes] = []
-        self._need = 0  # body bytes still to come
-        self._reserved = 0  # bytes of the server's body budget this connection holds
+        # The body being received (or held by the running request) and its part of the budget.
+        self._intake: BodyIntake | None = None
+        self._request_deadline: float | None = None  # the read deadline of the request
         self._request_started_ns = 0
         self._task: asyncio.Task[None] | None = None
         self._response: Response | None = None
@@ -85,8 +78,14 @@ class Connection(asyncio.Protocol):
         self.client = str(peer[0]) if isinstance(peer, tuple) else self.peer
         refusal = self.server._opened(self)
         if refusal is not None:
-            self.server._lingering.add(self)
-            self._refuse_with(refusal)
+            # Lingering keeps the answer from a reset by unread request bytes, but holds a
+            # descriptor until the client closes: 2,000 idle connections from one address ran
+            # a 1,024 file limit out. Past a few dozen, refused ones are closed at once.
+            lingering = self.server.lingering
+            linger = len(lingering) < self.server.max_lingering
+            if linger:
+                lingering.add(self)
+            self._refuse_with(refusal, linger=linger)
             return
         # A fresh connection waits no longer than an idle keep-alive one: holding sockets open
         # without sending anything is the cheapest attack there is.
@@ -120,7 +119,6 @@ class Connection(asyncio.Protocol):
         self._disarm()
         self._write_deadline = None
         self._release_budget()
-        self._body = []
         self.server._closed(self)
         task = self._task
         if task is not None and not task.done():
@@ -128,8 +126,14 @@ class Connection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.write_paused = True
-        self._write_deadline = self.server.now() + self.server.write_timeout_s
         response = self._response
+        # A stream that holds an engine slot (its upstream is paused with it) may stall for
+        # ``stall_timeout_s`` only: a client reading 200 B/s never reads *nothing*, and held
+        # the slot for as long as it liked. It is dropped, which frees the slot.
+        server = self.server
+        holds_slot = response is not None and response.on_pause is not None
+        wait = min(server.stall_timeout_s, server.write_timeout_s) if holds_slot else None
+        self._write_deadline = server.now() + (wait or server.write_timeout_s)
         if response is not None and response.on_pause is not None:
             response.on_pause(True)
 
@@ -174,32 +178,20 @@ class Connection(asyncio.Protocol):
         self, method: str, target: str, version: str, headers: dict[str, str]
     ) -> None:
         self.http11 = version == "HTTP/1.1"
-        if "transfer-encoding" in headers:
-            self._refuse(
-                411,
-                "chunked request bodies are not accepted; send Content-Length",
-                "length_required",
-            )
-            return
-        length = int(headers.get("content-length", "0"))
         server = self.server
-        if length > server.max_body_bytes:
-            self._refuse(
-                413,
-                f"request body of {length} bytes is over the gateway's limit of "
-                f"{server.max_body_bytes} bytes",
-                "body_too_large",
-            )
+        try:
+            length, keep = framing(headers, self.http11, server.max_body_bytes)
+        except GatewayError as exc:
+            self._refuse_with(exc)
             return
-        conn_tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-        keep = ("close" not in conn_tokens) if self.http11 else ("keep-alive" in conn_tokens)
         path, _, query = target.partition("?")
         request = Request(
             method, path, query, version, headers, b"", self._request_started_ns, self.peer
         )
+        client: str | None = None
         if server.precheck is not None:
             try:
-                server.precheck(request)  # the key, the route: before reading any body
+                client = server.precheck(request)  # the key, the route: before any body byte
             except GatewayError as exc:
                 if length:
                     self._refuse_with(exc)  # its body is not read: the connection ends
@@ -209,40 +201,40 @@ class Connection(asyncio.Protocol):
         if length == 0:
             self._dispatch(request, keep)
             return
-        if not server._reserve(length):
-            self._refuse_with(
-                GatewayError(
-                    503,
-                    "the gateway is receiving too many request bodies at once; retry shortly",
-                    type="server_error",
-                    code="server_busy",
-                    headers=(("Retry-After", "1"),),
-                )
-            )
-            return
-        self._reserved = length
-        self._request, self._keep_alive, self._need, self._body = request, keep, length, []
+        # The body's bytes are counted as they arrive (``_take_body``), never from the length
+        # it declares, and must keep coming: at most ``body_timeout_s`` between two reads.
+        self._intake = BodyIntake(server.body_budget, client or self.client, length)
+        self._request_deadline = self._deadline
+        self._arm_body_timer()
+        self._request, self._keep_alive = request, keep
         rest = bytes(self._buf)
         self._buf.clear()
         if rest:
             self._take_body(rest)
         elif self.http11 and headers.get("expect", "").lower() == "100-continue":
+            # The client waits for our word before sending: no word when the body cannot fit.
+            if not server.body_budget.could_hold(self._intake.client, length):
+                self._refuse_with(server_busy())
+                return
             assert self.transport is not None
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def _take_body(self, data: bytes) -> None:
-        need = self._need
-        if len(data) < need:
-            self._body.append(data)
-            self._need = need - len(data)
+        intake = self._intake
+        assert intake is not None
+        taken = intake.take(data)
+        if taken < 0:
+            self._refuse_with(server_busy())
             return
-        self._body.append(data[:need] if len(data) > need else data)
-        if len(data) > need:
-            self._buf += data[need:]  # the next request, pipelined
+        if intake.need:
+            self._arm_body_timer()
+            return
+        if len(data) > taken:
+            self._buf += data[taken:]  # the next request, pipelined
         request, self._request = self._request, None
         assert request is not None
-        request.body = b"".join(self._body)
-        self._body, self._need = [], 0
+        request.body = intake.body()
+        request.charge, request.uncharge = intake.charge, intake.uncharge
         self._dispatch(request, self._keep_alive)
 
     def _dispatch(
@@ -271,7 +263,15 @@ class Connection(asyncio.Protocol):
                 raise
             return  # the client went away; the handler cleaned up after itself
         except Exception:
-            log.exception("unhandled error for %s %s", request.method, request.path)
+            # A client that found a bug could otherwise write a traceback per request.
+            self.server.quiet_log.log(
+                "unhandled",
+                logging.ERROR,
+                "unhandled error for %s %s",
+                request.method,
+                request.path[:200],
+                exc_info=True,
+            )
             if not response.started and not self.closed:
                 response.send_error(
                     GatewayError(
@@ -307,14 +307,34 @@ class Connection(asyncio.Protocol):
             self._arm(self.server.idle_timeout_s, self._idle_expired)
 
     def _release_budget(self) -> None:
-        if self._reserved:
-            self.server._release(self._reserved)
-            self._reserved = 0
+        if self._intake is not None:
+            self._intake.release()
+            self._intake = None
+
+    def _arm_body_timer(self) -> None:
+        """The next body bytes are due within ``body_timeout_s``, the whole request by its
+        read deadline: a body that trickles in cannot hold a connection (and its share of
+        the budget) for longer than a body that stops."""
+        server = self.server
+        due = server.now() + server.body_timeout_s
+        deadline = self._request_deadline
+        if deadline is not None and deadline < due:
+            self._arm(deadline - server.now(), self._read_expired)
+        else:
+            self._arm(server.body_timeout_s, self._body_stalled)
+
+    def _body_stalled(self) -> None:
+        if self._task is None and self._request is not None:
+            self._refuse(
+                408,
+                f"no body bytes arrived for {self.server.body_timeout_s:g} s",
+                "request_timeout",
+            )
 
     def _refuse(self, status: int, message: str, code: str) -> None:
         self._refuse_with(GatewayError(status, message, code=code))
 
-    def _refuse_with(self, error: GatewayError) -> None:
+    def _refuse_with(self, error: GatewayError, *, linger: bool = True) -> None:
         """Answer a request we will not read (bad head, too big, refused) and close."""
         self._disarm()
         self._refused = True
@@ -328,9 +348,11 @@ class Connection(asyncio.Protocol):
             head = plain_head(error.status, len(body), close=True, extra=extra)
             self.transport.write(head + body)
         self._buf.clear()
-        self._body = []
         self._request = None
-        self._linger()
+        if linger:
+            self._linger()
+        else:
+            self.close_after_write()
 
     def _linger(self) -> None:
         """Close after an error answer without losing it: closing a socket with unread request
@@ -339,11 +361,21 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self.closed:
             return
-        if self._reading_paused:
-            self._reading_paused = False
-            transport.resume_reading()
-        if transport.can_write_eof():
-            transport.write_eof()
+        try:
+            if self._reading_paused:
+                self._reading_paused = False
+                transport.resume_reading()
+            if transport.can_write_eof():
+                transport.write_eof()
+        except OSError as exc:
+            # The client is gone already (it closed while its connection was being refused):
+            # nothing to linger for. A client can cause this at will, so no traceback per
+            # connection: one line per interval, with a count.
+            self.server.quiet_log.log(
+                "linger", logging.INFO, "closing %s: %s", self.peer, exc.strerror or exc
+            )
+            self.abort()
+            return
         self._arm(2.0, self.abort)
 
     # -- timers and closing -------------------------------------------------------------
@@ -360,10 +392,8 @@ class Connection(asyncio.Protocol):
 
     def sweep(self, now: float) -> None:
         if self._write_deadline is not None and now >= self._write_deadline:
-            why = "dropping %s: it read nothing for %ss"
-            self.server.quiet_log.log(
-                "write", logging.INFO, why, self.peer, self.server.write_timeout_s
-            )
+            why = "dropping %s: it read too slowly to take its answer"
+            self.server.quiet_log.log("write", logging.INFO, why, self.peer)
             self.abort()
             return
         if self._deadline is not None and now >= self._deadline:

@@ -1,0 +1,136 @@
+"""The engine a calibration or validation talks to: a live URL (settings read from its
+``/props`` and ``/v1/models``) or the embedded llama-server started with the settings asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from ttft.core.errors import TtftError
+from ttft.core.target import Target
+from ttft.engines.control import ControlClient, ControlError, complete_target
+from ttft.simulate.model import EngineKind, EngineSettings
+
+EMBEDDED_CTX_PER_SLOT = 2048
+DEFAULT_BATCH = {"llamacpp": 2048, "vllm": 2048}
+DEFAULT_SLOTS = {"llamacpp": 4, "vllm": 256}
+
+
+@dataclass(frozen=True)
+class Live:
+    target: Target
+    settings: EngineSettings
+    embedded: bool
+
+
+def settings_of(
+    target: Target,
+    kind: EngineKind,
+    *,
+    slots: int | None = None,
+    batch_tokens: int | None = None,
+    kv_blocks: int | None = None,
+) -> EngineSettings:
+    """The scheduler settings of a live engine: given ones first, then what it reports."""
+    control = ControlClient(target)
+    props: dict[str, object] = {}
+    if kind == "llamacpp":
+        try:
+            props = control.props()
+        except ControlError:
+            props = {}
+    reported = props.get("total_slots")
+    n_slots = slots or (reported if isinstance(reported, int) and reported > 0 else None)
+    n_slots = n_slots or DEFAULT_SLOTS[kind]
+    batch = batch_tokens
+    if batch is None:
+        found = props.get("n_batch")
+        batch = found if isinstance(found, int) and found > 0 else DEFAULT_BATCH[kind]
+    ctx = control.context_limit() if kind == "llamacpp" else None
+    block_tokens = 16
+    if kind == "vllm":
+        found_blocks, found_size = vllm_cache(target)
+        kv_blocks = kv_blocks or found_blocks
+        block_tokens = found_size or block_tokens
+    settings = EngineSettings(
+        kind=kind,
+        slots=n_slots,
+        batch_tokens=batch,
+        ctx_per_slot=ctx,
+        kv_blocks=kv_blocks,
+        block_tokens=block_tokens,
+    )
+    settings.check()
+    return settings
+
+
+def vllm_cache(target: Target) -> tuple[int | None, int | None]:
+    """vLLM's KV blocks and block size from its ``vllm:cache_config_info`` metric (labels
+    ``num_gpu_blocks``, ``block_size``); (None, None) when it does not say."""
+    from ttft.engines.prometheus import scrape_url
+
+    try:
+        scrape = scrape_url(
+            target.metrics_url or target.root + "/metrics", headers=target.auth_headers()
+        )
+    except TtftError:
+        return None, None
+    for sample in scrape.samples:
+        if sample.name == "vllm:cache_config_info":
+            labels = dict(sample.labels)
+            return _int(labels.get("num_gpu_blocks")), _int(labels.get("block_size"))
+    return None, None
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        value = int(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and value > 0 else None
+
+
+@contextmanager
+def engine(
+    url: str | None,
+    kind: EngineKind = "llamacpp",
+    *,
+    slots: int | None = None,
+    batch_tokens: int | None = None,
+    kv_blocks: int | None = None,
+    model: str | None = None,
+    api_key: str | None = None,
+) -> Iterator[Live]:
+    """A live engine for the duration of the block: the user's, or an embedded one we stop."""
+    if url:
+        target = complete_target(Target(url, model, None, kind, api_key))
+        yield Live(
+            target,
+            settings_of(target, kind, slots=slots, batch_tokens=batch_tokens, kv_blocks=kv_blocks),
+            False,
+        )
+        return
+    if kind != "llamacpp":
+        raise TtftError(
+            "the embedded engine is llama.cpp; a vLLM calibration needs --url",
+            "start vLLM and give its URL with --url, or use --engine llamacpp",
+        )
+    from ttft.engines.llamacpp.embedded import launch_embedded
+
+    n = slots or DEFAULT_SLOTS["llamacpp"]
+    # Gemma 3 slides its attention window: without --swa-full llama-server reuses a prefix only
+    # from a checkpoint near the end of the previous prompt (see cli/trace_options.py)
+    running = launch_embedded(
+        ctx_size=EMBEDDED_CTX_PER_SLOT * n,
+        parallel=n,
+        batch_size=batch_tokens,
+        extra_args=("--swa-full",),
+    )
+    try:
+        target = Target(running.base_url, running.model_name, running.metrics_url, "llamacpp")
+        settings = settings_of(target, "llamacpp", slots=n, batch_tokens=batch_tokens)
+        yield Live(target, settings, True)
+    finally:
+        running.stop()

@@ -1,0 +1,64 @@
+"""`ttft simulate` on the real embedded llama-server (the session's shared engine, 4 slots).
+
+A short calibration (three prompt lengths, small decode and cache phases) must give a model
+whose costs are positive and ordered like the engine's (a prompt token costs less than a decode
+step, a cached prefix far less than computing it), and a prediction for a point it did not
+measure (Poisson arrivals at another rate and length) must land near the measured TTFT. The
+machine is shared and its speed moves by tens of percent, so the bound is loose (a factor of
+two); benchmarks/simulate_accuracy.py measures the real error.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ttft.core.target import Target
+from ttft.engines.control import ServerTokenizer
+from ttft.engines.llamacpp.embedded import RunningEngine
+from ttft.simulate.calibrate import CalibrationPlan, run_calibration
+from ttft.simulate.targets import settings_of
+from ttft.simulate.validate import compare, measure
+from ttft.simulate.whatif import Config, predict
+from ttft.simulate.workloads import WorkloadSource
+
+pytestmark = pytest.mark.e2e
+
+PLAN = CalibrationPlan(
+    lengths=(64, 256, 768),
+    repeats=1,
+    decode_tokens=16,
+    cached_prefixes=(384,),
+    cached_suffix=32,
+    burst_prompt=128,
+)
+
+
+def test_a_short_calibration_predicts_an_unmeasured_point(embedded_server: RunningEngine) -> None:
+    target = Target(
+        embedded_server.base_url,
+        embedded_server.model_name,
+        embedded_server.metrics_url,
+        "llamacpp",
+    )
+    settings = settings_of(target, "llamacpp")
+    assert settings.slots == 4 and settings.ctx_per_slot == 2048
+    tokenizer = ServerTokenizer(target)
+    cal, phases = run_calibration(target, tokenizer, settings, plan=PLAN)
+    cost = cal.cost
+    assert cost.prefill_token_s > 0 and cost.decode_seq_s > 0
+    assert cal.fit.samples >= 5 and all(len(v) >= 1 for v in phases.values())
+    # the shared engine runs without --swa-full: Gemma 3 then reuses no mid-prompt prefix, and
+    # the calibration must notice rather than promise a cache the engine does not have
+    reuse = cal.source.get("prefix_reuse")
+    assert reuse is not None
+    assert cal.engine.prefix_cache == (reuse >= 0.3)
+
+    source = WorkloadSource(rate=0.7, count=12, prompt_tokens=200, output_tokens=8)
+    requests = source.requests(0)
+    prediction = predict(cal, lambda seed: source.requests(seed), Config(), runs=3)
+    items, arrival = source.real(requests, tokenizer)
+    records = measure(target, items, arrival)
+    result = compare("rate 0.7", prediction, records)
+    assert result.measured_failed == 0
+    p50 = next(c for c in result.comparisons if c.quantile == 50.0)
+    assert 0.5 < p50.predicted_s / p50.measured_s < 2.0, result.to_dict()

@@ -1,0 +1,131 @@
+"""`ttft simulate run` from the command line: a table from a calibration file, and clear
+errors (exit 2, one message, no traceback) on bad input."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from ttft.cli.main import main
+from ttft.simulate.model import Calibration, CostModel, EngineSettings, FitReport
+
+CAL = Calibration(
+    CostModel(step_base_s=0.01, prefill_token_s=1 / 440, decode_seq_s=0.02, overhead_s=0.02),
+    EngineSettings(slots=4, ctx_per_slot=2048),
+    FitReport(10, 0.99, 0.05, 0.1),
+    {"embedded": False},
+)
+
+
+def ttft(args: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
+    monkeypatch.setattr(sys, "argv", ["ttft", *args])
+    try:
+        main()
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+@pytest.fixture
+def cal(tmp_path: Path) -> Path:
+    path = tmp_path / "cal.json"
+    CAL.save(path)
+    return path
+
+
+def test_a_grid_prints_one_row_per_point_and_writes_json(
+    cal: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "pred.json"
+    code = ttft(
+        [
+            "simulate",
+            "run",
+            "-c",
+            str(cal),
+            "--rate",
+            "0.5,1",
+            "--requests",
+            "60",
+            "--prompt-tokens",
+            "300",
+            "--slots",
+            "2,4",
+            "--runs",
+            "2",
+            "--json",
+            str(out),
+        ],
+        monkeypatch,
+    )
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert text.count("slots=") == 4
+    data = json.loads(out.read_text())
+    assert len(data["points"]) == 4
+    assert data["points"][0]["ttft_s"]["p95"]["interval"]["high"] > 0
+
+
+def test_fewest_replicas_names_a_count(
+    cal: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = ttft(
+        [
+            "simulate",
+            "run",
+            "-c",
+            str(cal),
+            "--rate",
+            "2",
+            "--requests",
+            "120",
+            "--prompt-tokens",
+            "300",
+            "--slo",
+            "ttft:p95<3s",
+            "--fewest-replicas",
+            "--runs",
+            "2",
+        ],
+        monkeypatch,
+    )
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "fewest replicas holding ttft:p95<3s:" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rate", "0"], "--rate values must be above 0"),
+        (["--rate", "x"], "is not a number"),
+        (["--policy", "random"], "unknown --policy"),
+        (["--rate", "1", "--slo", "tpot:p99<50ms"], "the simulator predicts"),
+        (["--rate", "1", "--fewest-replicas"], "needs an SLO"),
+        (["--trace", "/nonexistent.jsonl"], "trace not found"),
+        ([], "no workload"),
+        (["--rate", "1", "--shared-prefix", "900"], "--shared-prefix must be"),
+    ],
+)
+def test_bad_input_is_one_clear_error(
+    cal: Path,
+    args: list[str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = ttft(["simulate", "run", "-c", str(cal), "--runs", "1", *args], monkeypatch)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and "Traceback" not in err
+
+
+def test_a_missing_calibration_says_how_to_make_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = ttft(["simulate", "run", "-c", str(tmp_path / "none.json"), "--rate", "1"], monkeypatch)
+    err = capsys.readouterr().err
+    assert code == 2 and "ttft simulate calibrate" in err

@@ -1,0 +1,111 @@
+"""The scheduler models against what the real engines are known to do (DESIGN.md's facts),
+with a made-up cost model: the tests check relations, never a machine's speed."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from ttft.simulate.fleet import simulate
+from ttft.simulate.model import CostModel, EngineSettings
+from ttft.simulate.requests import SimRequest, poisson_times, synthetic
+
+# about the embedded engine on this machine: ~440 prompt tokens/s, ~50 decode tokens/s
+COST = CostModel(
+    step_base_s=0.01,
+    prefill_token_s=1 / 440,
+    decode_seq_s=0.02,
+    attention_s=0.0002,
+    overhead_s=0.02,
+)
+
+
+def ttfts(result_outcomes: list) -> list[float]:  # type: ignore[type-arg]
+    return [o.ttft_s for o in result_outcomes]
+
+
+def test_one_slot_queues_a_burst_into_a_staircase() -> None:
+    burst = synthetic(4, prompt_tokens=600, output_tokens=1)
+    got = ttfts(simulate(burst, COST, EngineSettings(slots=1)).outcomes)
+    steps = [b - a for a, b in itertools.pairwise(got)]
+    assert got == sorted(got)
+    # each request waits for the whole prefill of the ones before it
+    for step in steps:
+        assert step == pytest.approx(got[0] - COST.overhead_s, rel=0.05)
+
+
+def test_four_slots_share_one_batch_so_the_burst_finishes_together() -> None:
+    burst = [SimRequest(0.0, 600, 1, (i,), 600, i) for i in range(4)]
+    one = simulate(burst, COST, EngineSettings(slots=1)).outcomes
+    four = simulate(burst, COST, EngineSettings(slots=4, batch_tokens=4096)).outcomes
+    # the last of the burst is served about as late either way (same work, one engine) ...
+    assert four[-1].ttft_s == pytest.approx(one[-1].ttft_s, rel=0.15)
+    # ... but the batch's members all wait for it: no staircase
+    assert max(ttfts(four[1:])) / min(ttfts(four[1:])) < 1.05
+
+
+def test_a_slot_reuses_the_prefix_of_its_last_prompt() -> None:
+    first = SimRequest(0.0, 1024, 4, (1, 2), 512, 0)
+    again = SimRequest(100.0, 1024, 4, (1, 3), 512, 1)
+    out = simulate([first, again], COST, EngineSettings(slots=2)).outcomes
+    assert out[1].cached_tokens == 512
+    assert out[1].ttft_s < 0.7 * out[0].ttft_s
+    off = simulate([first, again], COST, EngineSettings(slots=2, prefix_cache=False)).outcomes
+    assert off[1].cached_tokens == 0
+
+
+def test_the_host_prompt_cache_restores_a_prefix_another_request_evicted_from_its_slot() -> None:
+    first = SimRequest(0.0, 1024, 4, (1, 2), 512, 0)
+    other = SimRequest(50.0, 1024, 4, (7, 8), 512, 1)  # takes the only slot
+    again = SimRequest(100.0, 1024, 4, (1, 3), 512, 2)
+    reqs = [first, other, again]
+    on = simulate(reqs, COST, EngineSettings(slots=1)).outcomes
+    off = simulate(reqs, COST, EngineSettings(slots=1, host_cache_tokens=0)).outcomes
+    assert on[2].cached_tokens == 512 and off[2].cached_tokens == 0
+
+
+def test_a_prompt_longer_than_a_slot_is_refused_not_lost() -> None:
+    reqs = [SimRequest(0.0, 3000, 4, (), 512, 0), SimRequest(0.0, 100, 4, (), 512, 1)]
+    out = simulate(reqs, COST, EngineSettings(slots=2, ctx_per_slot=2048)).outcomes
+    assert out[0].refused is not None and not out[0].ok
+    assert out[1].ok
+
+
+def test_vllm_chunked_prefill_splits_a_long_prompt_into_budget_sized_steps() -> None:
+    long = [SimRequest(0.0, 8000, 1, (), 512, 0)]
+    chunked = simulate(long, COST, EngineSettings(kind="vllm", batch_tokens=512))
+    whole = simulate(
+        long, COST, EngineSettings(kind="vllm", batch_tokens=512, chunked_prefill=False)
+    )
+    assert chunked.steps == -(-8000 // 512)
+    assert whole.steps == 1  # without chunking a prompt over the budget runs alone, whole
+    assert chunked.outcomes[0].ok and whole.outcomes[0].ok
+
+
+def test_vllm_prefix_cache_hits_across_requests_and_saves_prefill() -> None:
+    reqs = synthetic(40, prompt_tokens=1200, output_tokens=8, shared_prefix_tokens=1024)
+    reqs = poisson_times(reqs, 0.5, seed=3)
+    settings = EngineSettings(kind="vllm", slots=16, batch_tokens=2048, kv_blocks=4000)
+    cached = simulate(reqs, COST, settings).outcomes
+    assert all(o.cached_tokens >= 1008 for o in cached[1:])
+    cold = simulate(reqs, COST, EngineSettings(kind="vllm", slots=16, prefix_cache=False)).outcomes
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    assert mean(ttfts(cached)) < 0.5 * mean(ttfts(cold))
+
+
+def test_vllm_preempts_when_kv_blocks_run_out_and_every_request_still_finishes() -> None:
+    reqs = synthetic(30, prompt_tokens=400, output_tokens=300, seed=1)
+    small_kv = EngineSettings(kind="vllm", slots=30, batch_tokens=2048, kv_blocks=300)
+    result = simulate(reqs, COST, small_kv)
+    assert result.preemptions > 0
+    assert all(o.done_s is not None for o in result.outcomes)
+    roomy = simulate(reqs, COST, EngineSettings(kind="vllm", slots=30, kv_blocks=100_000))
+    assert roomy.preemptions == 0
+
+
+def test_vllm_max_num_seqs_caps_what_runs_at_once() -> None:
+    reqs = synthetic(8, prompt_tokens=100, output_tokens=50)
+    capped = simulate(reqs, COST, EngineSettings(kind="vllm", slots=2)).outcomes
+    admitted = sorted(o.admitted_s for o in capped)
+    assert admitted[1] == 0.0 and admitted[2] > 0.0

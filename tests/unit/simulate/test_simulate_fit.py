@@ -1,0 +1,117 @@
+"""The cost-model fit: known coefficients come back from exact samples, a cost never goes
+negative, and records with the server's timings become samples."""
+
+from __future__ import annotations
+
+import pytest
+
+from ttft.core.errors import TtftError
+from ttft.core.records import RequestRecord
+from ttft.simulate.calibrate import decode_sample, fit_phases, overhead_s, prefill_sample
+from ttft.simulate.fit import StepSample, fit_cost
+from ttft.simulate.model import Calibration, CostModel, EngineSettings
+
+TRUE = CostModel(step_base_s=0.012, prefill_token_s=0.0022, decode_seq_s=0.004, attention_s=3e-4)
+
+
+def exact(kind: str, steps: float, prefill: float, decode: float, attention: float) -> StepSample:
+    seconds = (
+        TRUE.step_base_s * steps
+        + TRUE.prefill_token_s * prefill
+        + TRUE.decode_seq_s * decode
+        + TRUE.attention_s * attention
+    )
+    return StepSample(kind, steps, prefill, decode, attention, 0.0, seconds)
+
+
+def samples() -> list[StepSample]:
+    out = [exact("prefill", 1, n, 0, n * n / 2000) for n in (64, 256, 512, 1024, 1536)]
+    out += [exact("decode", 40, 0, 40 * k, k * 40 * 60 / 1000) for k in (1, 2, 4)]
+    return out
+
+
+def test_exact_samples_give_back_the_coefficients() -> None:
+    cost, report = fit_cost(samples(), overhead_s=0.02)
+    assert cost.prefill_token_s == pytest.approx(TRUE.prefill_token_s, rel=1e-4)
+    assert cost.decode_seq_s == pytest.approx(TRUE.decode_seq_s, rel=1e-3)
+    assert cost.step_base_s == pytest.approx(TRUE.step_base_s, rel=1e-3)
+    assert report.r2 > 0.999 and report.rel_residual_p95 < 1e-6
+    assert cost.overhead_s == 0.02
+
+
+def test_a_coefficient_that_would_be_negative_is_dropped() -> None:
+    # decode samples that get cheaper with more sequences cannot mean a negative cost
+    bent = samples()[:5] + [
+        StepSample("decode", 40, 0, 40 * k, 0, 0, 0.8 - 0.05 * k) for k in (1, 2, 4)
+    ]
+    cost, report = fit_cost(bent, overhead_s=0.0)
+    assert min(cost.step_base_s, cost.prefill_token_s, cost.decode_seq_s, cost.attention_s) >= 0
+    assert any("below zero" in note for note in report.notes)
+
+
+def test_too_few_samples_is_a_clear_error() -> None:
+    with pytest.raises(TtftError, match="at least 3"):
+        fit_cost(samples()[:2], overhead_s=0.0)
+
+
+def record(
+    prompt_n: int,
+    prompt_ms: float,
+    *,
+    predicted_n: int = 4,
+    predicted_ms: float = 90.0,
+    cache_n: int = 0,
+    ttft_ms: float | None = None,
+) -> RequestRecord:
+    r = RequestRecord(index=0, sent_ns=0)
+    r.first_content_ns = int((ttft_ms if ttft_ms is not None else prompt_ms + 20) * 1e6)
+    r.server_timings = {
+        "prompt_n": prompt_n,
+        "prompt_ms": prompt_ms,
+        "predicted_n": predicted_n,
+        "predicted_ms": predicted_ms,
+        "cache_n": cache_n,
+    }
+    return r
+
+
+def test_records_become_samples_and_a_calibration_that_round_trips(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    settings = EngineSettings(slots=4, batch_tokens=2048, ctx_per_slot=2048)
+    phases = {
+        "prefill": [record(n, 10 + 2.2 * n) for n in (64, 256, 512, 1024, 1536)],
+        "cached": [record(48, 120.0, cache_n=512)],
+        "decode 1": [record(32, 80, predicted_n=48, predicted_ms=47 * 20.0)],
+        "decode 4": [record(32, 80, predicted_n=48, predicted_ms=47 * 32.0) for _ in range(4)],
+    }
+    s = prefill_sample(phases["prefill"][4], 1024)
+    assert s is not None and s.steps == 2 and s.prefill == 1536
+    d = decode_sample(phases["decode 4"][0], 4)
+    assert d is not None and d.decode == 4 * 47
+    assert overhead_s(phases["prefill"]) == pytest.approx(0.02, abs=1e-6)
+    cal = fit_phases(phases, settings)
+    path = tmp_path / "cal.json"
+    cal.save(path)
+    again = Calibration.load(path)
+    assert again.cost == cal.cost and again.engine == settings
+
+
+def test_a_file_that_is_not_a_calibration_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "x.json"
+    path.write_text('{"schema": "other"}')
+    with pytest.raises(TtftError, match="not a ttft simulate calibration"):
+        Calibration.load(path)
+    with pytest.raises(TtftError, match="not found"):
+        Calibration.load(tmp_path / "missing.json")
+
+
+def test_an_engine_without_server_timings_is_calibrated_from_the_client_ladder() -> None:
+    """vLLM, SGLang and TGI report no per-request timings: TTFT and chunk times stand in."""
+    r = RequestRecord(index=0, sent_ns=0, first_content_ns=900 * 1_000_000)
+    r.done_ns = 2_000 * 1_000_000
+    r.chunk_ns = [900 * 1_000_000 + i * 20 * 1_000_000 for i in range(48)]
+    r.prompt_tokens, r.cached_tokens, r.completion_tokens = 400, 0, 48
+    s = prefill_sample(r, 2048)
+    assert s is not None and s.prefill == 400 and s.seconds == pytest.approx(0.9)
+    d = decode_sample(r, 2)
+    assert d is not None and d.steps == 47 and d.seconds == pytest.approx(47 * 0.02)
+    assert overhead_s([r]) == 0.0  # inside the prompt time, absorbed by the step base
