@@ -14,14 +14,21 @@ from ttft.engines.flags import FlagSpec
 from ttft.engines.registry import adapter_for
 
 
-def _spelling_key(flag: str, table: Mapping[str, FlagSpec]) -> str:
+def _spec(flag: str, table: Mapping[str, FlagSpec]) -> FlagSpec | None:
     spec = table.get(flag)
+    if spec is None and flag.startswith("--"):
+        spec = table.get(flag.replace("_", "-"))  # vLLM's argparse takes --max_num_seqs too
+    return spec
+
+
+def _spelling_key(flag: str, table: Mapping[str, FlagSpec]) -> str:
+    spec = _spec(flag, table)
     return spec.canonical if spec is not None else flag
 
 
 def _takes_value(flag: str, table: Mapping[str, FlagSpec], following: str | None) -> bool:
     """Whether the token after ``flag`` is its value (and goes with it when it is removed)."""
-    spec = table.get(flag)
+    spec = _spec(flag, table)
     if spec is not None and flag in spec.negative:
         return False
     if spec is not None and spec.kind in ("f", "b"):

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ttft.client.events import StreamRefused
+from ttft.core.errors import TtftError
 from ttft.core.target import Target
 from ttft.engines.control import Call, ControlClient, ControlError
+from ttft.engines.prometheus import scrape_url
 from ttft.verify.generate import native_generate, openai_generate
 from ttft.verify.logged import LoggedPrompt
 from ttft.verify.probes import Probe
@@ -65,7 +67,8 @@ def open_side(
         target = side.target()
         kind = engine_kind(target)
         window = ControlClient(target).context_limit()
-        yield Endpoint(target, window, kind, None if kind == "llama-server" else _model(target))
+        model = None if kind == "llama-server" else _model(target)
+        yield Endpoint(target, window, kind, model, _reported_kv_mib(target))
         return
     from ttft.engines.llamacpp.embedded import launch_embedded
     from ttft.engines.llamacpp.kv_log import VERBOSITY_ARGS, kv_cache_mib
@@ -80,6 +83,17 @@ def open_side(
         log = engine.process.log_path.read_text(errors="replace")
         window = side.window(ctx_size, parallel)
         yield Endpoint(Target(engine.base_url), window, "llama-server", None, kv_cache_mib(log))
+
+
+def _reported_kv_mib(target: Target) -> float | None:
+    """The KV cache a running engine reports in its /metrics (vLLM's cache_config_info)."""
+    from ttft.engines.vllm.metrics import kv_cache_mib
+
+    url = target.root + "/metrics"
+    try:
+        return kv_cache_mib(scrape_url(url, timeout_s=5, headers=target.auth_headers()))
+    except TtftError:
+        return None
 
 
 def count_tokens(endpoint: Endpoint) -> Callable[[str], int] | None:

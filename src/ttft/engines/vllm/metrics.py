@@ -8,6 +8,7 @@ renamed metrics (``gpu_cache_usage_perc`` -> ``kv_cache_usage_perc``, ``num_pree
 from __future__ import annotations
 
 from ttft.engines.metrics import CommonMetric, MetricSource
+from ttft.engines.prometheus import Scrape
 
 SOURCES: dict[CommonMetric, MetricSource] = {
     CommonMetric.SERVER_TTFT: MetricSource("histogram", ("vllm:time_to_first_token_seconds",)),
@@ -29,3 +30,19 @@ SOURCES: dict[CommonMetric, MetricSource] = {
 }
 
 BLIND_SPOTS: dict[CommonMetric, str] = {}
+
+
+def kv_cache_mib(scrape: Scrape) -> float | None:
+    """The KV cache vLLM allocated, from the labels of ``vllm:cache_config_info``
+    (``kv_cache_memory_bytes``: set on the CPU backend from ``VLLM_CPU_KVCACHE_SPACE``, on a GPU
+    only with ``--kv-cache-memory-bytes``); None where it does not say."""
+    for sample in scrape.samples:
+        if sample.name != "vllm:cache_config_info":
+            continue
+        value = dict(sample.labels).get("kv_cache_memory_bytes", "")
+        try:
+            size = float(value)
+        except ValueError:
+            return None
+        return size / 2**20 if size > 0 else None
+    return None
