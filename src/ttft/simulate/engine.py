@@ -67,6 +67,8 @@ class ReplicaSim(ABC):
         self.busy_s = 0.0
         self.preemptions = 0
         self._waking = False
+        self.step_start = 0.0
+        self.version = 0  # bumped whenever step_end moves: the fleet's stale events are skipped
 
     # -- what the router reads -------------------------------------------------------------
     healthy = True
@@ -107,10 +109,22 @@ class ReplicaSim(ABC):
             # idle: wake at ``now``, after every other arrival of the same instant has joined
             self.step_end = now
             self._waking = True
+            self.version += 1
             return now
+        if not self._waking:
+            end = self._interrupt(now)
+            if end is not None:
+                self.version += 1
+                return end
+        return None
+
+    def _interrupt(self, now: float) -> float | None:
+        """A request arrived during a step that stands for several (a fast-forwarded run):
+        cut it at the first step boundary after ``now``; the new end, or None if unchanged."""
         return None
 
     def finish_step(self) -> float | None:
+        """Apply the running step (or wake up) and start the next; its end, or None (idle)."""
         assert self.step_end is not None
         end = self.step_end
         if self._waking:
@@ -127,5 +141,7 @@ class ReplicaSim(ABC):
         duration *= self.speed
         self.steps += 1
         self.busy_s += duration
+        self.step_start = now
         self.step_end = now + duration
+        self.version += 1
         return self.step_end

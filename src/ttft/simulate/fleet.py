@@ -102,7 +102,7 @@ def simulate(
     for replica in fleet:
         replica.speed = speed_factor
     router = Router([f"replica-{i}" for i in range(replicas)], load_factor=load_factor)
-    steps: list[tuple[float, int, int]] = []
+    steps: list[tuple[float, int, int, int]] = []  # (end, order, replica, its version)
     arrivals: list[tuple[float, int, SimRequest]] = []
     order = itertools.count()
     pending = iter(requests if concurrency is not None else ())
@@ -124,10 +124,12 @@ def simulate(
 
     while arrivals or steps:
         if steps and (not arrivals or steps[0][0] < arrivals[0][0]):
-            _, _, i = heapq.heappop(steps)
+            _, _, i, version = heapq.heappop(steps)
+            if version != fleet[i].version:
+                continue  # the step was cut short by an arrival: a newer event stands for it
             end = fleet[i].finish_step()
             if end is not None:
-                heapq.heappush(steps, (end, next(order), i))
+                heapq.heappush(steps, (end, next(order), i, fleet[i].version))
             settle(fleet[i])
             continue
         t, _, request = heapq.heappop(arrivals)
@@ -136,7 +138,7 @@ def simulate(
         hits += hit
         end = fleet[chosen].submit(request, t)
         if end is not None:
-            heapq.heappush(steps, (end, next(order), chosen))
+            heapq.heappush(steps, (end, next(order), chosen, fleet[chosen].version))
         settle(fleet[chosen])
     outcomes = sorted(
         (o for r in fleet for o in r.outcomes), key=lambda o: (o.request.arrival_s, o.request.index)
