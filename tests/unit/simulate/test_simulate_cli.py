@@ -40,6 +40,7 @@ def test_a_grid_prints_one_row_per_point_and_writes_json(
     cal: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "pred.json"
+    page = tmp_path / "pred.html"
     code = ttft(
         [
             "simulate",
@@ -58,6 +59,8 @@ def test_a_grid_prints_one_row_per_point_and_writes_json(
             "2",
             "--json",
             str(out),
+            "--html",
+            str(page),
         ],
         monkeypatch,
     )
@@ -67,6 +70,8 @@ def test_a_grid_prints_one_row_per_point_and_writes_json(
     data = json.loads(out.read_text())
     assert len(data["points"]) == 4
     assert data["points"][0]["ttft_s"]["p95"]["interval"]["high"] > 0
+    html = page.read_text()
+    assert 'data-report="simulate"' in html and html.count("<tr>") == 5
 
 
 def test_fewest_replicas_names_a_count(
