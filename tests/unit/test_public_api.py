@@ -87,6 +87,9 @@ LAYERS: dict[str, set[str]] = {
         "proxy",
     },
     "verify": {"core", "engines", "workload"},
+    # The gateway only for its pure routing policy (gateway/routing.py): the simulated
+    # prefix-affinity is the deployed one.
+    "simulate": {"core", "client", "engines", "load", "probe", "workload", "gateway"},
     "report": {"core", "doctor", "lint", "weights", "workload", "engines", "tune", "verify"},
 }
 
