@@ -149,6 +149,13 @@ HEADER = (
 @click.option("--slots", default=None, help="What if: slots / max-num-seqs (list sweeps).")
 @click.option("--batch-tokens", default=None, help="What if: -b / max-num-batched-tokens.")
 @click.option("--kv-blocks", default=None, help="What if (vLLM): KV blocks of 16 tokens.")
+@click.option(
+    "--gateway-cap",
+    default=None,
+    help="Behind `ttft gateway`: at most N requests in flight per replica, the rest wait in the "
+    "gateway's queue and go to the first replica with room (its default N is the slots). "
+    "A list sweeps.",
+)
 @click.option("--slo", "slo_texts", multiple=True, help="e.g. 'ttft:p99<600ms' (repeatable).")
 @click.option(
     "--fewest-replicas",
@@ -205,6 +212,7 @@ def run(
     slots: str | None,
     batch_tokens: str | None,
     kv_blocks: str | None,
+    gateway_cap: str | None,
     slo_texts: tuple[str, ...],
     find_fewest: bool,
     max_replicas: int,
@@ -216,7 +224,7 @@ def run(
     html_out: Path | None,
 ) -> None:
     """Predict TTFT p50/p95/p99 (with intervals), queue time and goodput for each point of the
-    grid --replicas x --policy x --slots x --batch-tokens x --kv-blocks x --rate.
+    grid --replicas x --policy x --slots x --batch-tokens x --kv-blocks x --gateway-cap x --rate.
 
     \b
     Workload: --trace FILE (the formats `ttft bench --trace` reads: JSONL bodies with times, or
@@ -263,6 +271,7 @@ def run(
             _ints(slots, "--slots"),
             _ints(batch_tokens, "--batch-tokens"),
             _ints(kv_blocks, "--kv-blocks"),
+            _ints(gateway_cap, "--gateway-cap"),
             rates,
         )
     )
@@ -270,7 +279,7 @@ def run(
     results: list[dict[str, Any]] = []
     missed = False
     click.echo(HEADER)
-    for n_rep, pol, n_slots, n_batch, n_kv, r in grid:
+    for n_rep, pol, n_slots, n_batch, n_kv, cap, r in grid:
         source = replace(base, rate=r)
         source.check()
         cache: dict[int, list[SimRequest]] = {}
@@ -282,7 +291,7 @@ def run(
                 cache[s] = source.requests(s if source.rate is not None else seed, tokenizer)
             return cache[s]
 
-        config = Config(n_rep or 1, pol, n_slots, n_batch, n_kv)
+        config = Config(n_rep or 1, pol, n_slots, n_batch, n_kv, cap)
         if find_fewest:
             best, tried = fewest_replicas(
                 calibration, workload, config, slos, max_replicas=max_replicas, runs=runs, seed=seed

@@ -72,7 +72,11 @@ class ReplicaSim(ABC):
 
     # -- what the router reads -------------------------------------------------------------
     healthy = True
-    has_room = True
+    max_in_flight: int | None = None  # a gateway in front sends at most this many (None: all)
+
+    @property
+    def has_room(self) -> bool:
+        return self.max_in_flight is None or self.load < self.max_in_flight
 
     @property
     @abstractmethod

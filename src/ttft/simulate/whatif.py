@@ -39,6 +39,7 @@ class Config:
     slots: int | None = None
     batch_tokens: int | None = None
     kv_blocks: int | None = None
+    max_in_flight: int | None = None  # behind ttft gateway: its per-replica cap
     label: str = ""
 
     def describe(self) -> str:
@@ -49,6 +50,8 @@ class Config:
             parts.append(f"batch={self.batch_tokens}")
         if self.kv_blocks is not None:
             parts.append(f"kv_blocks={self.kv_blocks}")
+        if self.max_in_flight is not None:
+            parts.append(f"gateway cap={self.max_in_flight}")
         return self.label or " ".join(parts)
 
 
@@ -195,6 +198,7 @@ def predict(
             replicas=config.replicas,
             policy=config.policy,
             speed_factor=factor,
+            max_in_flight=config.max_in_flight,
         )
         refused = sum(o.refused is not None for o in result.outcomes)
         rows.append(_one_run(result, slos))
