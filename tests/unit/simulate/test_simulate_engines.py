@@ -140,3 +140,13 @@ def test_fast_forwarded_decode_runs_give_the_step_by_step_answer(
     for a, b in zip(fast.outcomes, slow.outcomes, strict=True):
         assert a.ttft_s == pytest.approx(b.ttft_s, abs=1e-6)
         assert a.replica == b.replica
+
+
+def test_vllm_counts_a_cached_prefix_once_in_kv_blocks() -> None:
+    """Requests that share a 1024-token prefix hold it once: in a cache that fits the prefix
+    plus a few private tails, none of them is preempted."""
+    reqs = synthetic(12, prompt_tokens=1100, output_tokens=20, shared_prefix_tokens=1024)
+    reqs = poisson_times(reqs, 2.0, seed=4)
+    # 1024/16 = 64 shared blocks + 12 x (76 + 20) / 16 = 72 private ones < 160
+    small = EngineSettings(kind="vllm", slots=12, batch_tokens=4096, kv_blocks=160)
+    assert simulate(reqs, COST, small).preemptions == 0
