@@ -59,7 +59,7 @@ def mooncake_trace(path: Path, n: int, rate: float) -> Path:
             {
                 "timestamp": round(t * 1000),
                 "input_length": 256 * 2 + tail,
-                "output_length": 12,
+                "output_length": 4,
                 "hash_ids": ids,
             }
         )
@@ -82,30 +82,30 @@ def points(cal: Calibration, requests: int, tmp: Path) -> list[Point]:
     def rate(load: float, prompt: int, output: int) -> float:
         return round(load / solo_s(cal, prompt, output), 3)
 
-    trace = mooncake_trace(tmp / "mooncake.jsonl", requests, rate(0.7, 600, 12))
+    trace = mooncake_trace(tmp / "mooncake.jsonl", requests, rate(0.7, 600, 4))
     return [
         Point(
-            "slots=2 load 0.6 prompt=300",
+            "slots=2 load 0.6 prompt=300 out=6",
             2,
-            WorkloadSource(None, rate(0.6, 300, 16), requests, 300, 16),
+            WorkloadSource(None, rate(0.6, 300, 6), requests, 300, 6),
         ),
         Point(
-            "slots=4 load 0.9 prompt=200",
+            "slots=4 load 0.9 prompt=200 out=8",
             4,
-            WorkloadSource(None, rate(0.9, 200, 24), requests, 200, 24),
+            WorkloadSource(None, rate(0.9, 200, 8), requests, 200, 8),
         ),
         Point(
-            "slots=1 load 0.5 prompt=250",
+            "slots=1 load 0.5 prompt=250 out=4",
             1,
-            WorkloadSource(None, rate(0.5, 250, 8), requests, 250, 8),
+            WorkloadSource(None, rate(0.5, 250, 4), requests, 250, 4),
         ),
         Point(
-            "slots=4 load 1.2 prefix 384 of 448, 2 groups",
+            "slots=4 load 1.2 prefix 384 of 448, 2 groups, out=4",
             4,
-            WorkloadSource(None, rate(1.2, 448, 16), requests, 448, 16, 384, 2),
+            WorkloadSource(None, rate(1.2, 448, 4), requests, 448, 4, 384, 2),
         ),
         Point(
-            "slots=3 mooncake trace (2 shared blocks of 256) load 0.7",
+            "slots=3 mooncake trace (2 shared blocks of 256) load 0.7 out=4",
             3,
             WorkloadSource(TraceSpec(trace, "mooncake", block_size=256)),
         ),
