@@ -171,15 +171,23 @@ def main() -> None:
                 print(f"  {label}")
                 for cmp in result.comparisons:
                     if cmp.quantile in (50.0, 95.0):
-                        errors.setdefault(f"{label.split(' x')[0]} p{cmp.quantile:g}", []).append(
-                            abs(cmp.error)
-                        )
+                        key = f"{label.split(' x')[0]} p{cmp.quantile:g}"
+                        errors.setdefault(key, []).append(abs(cmp.error))
+                        if cmp.same_arrivals_error is not None:
+                            same = errors.setdefault(key + " (same arrivals)", [])
+                            same.append(abs(cmp.same_arrivals_error))
                     print(
                         f"    p{cmp.quantile:g}: predicted {cmp.predicted_s * 1e3:7.0f} ms "
                         f"[{cmp.predicted_interval.low * 1e3:.0f}-"
                         f"{cmp.predicted_interval.high * 1e3:.0f}]  measured "
                         f"{cmp.measured_s * 1e3:7.0f} ms [{cmp.measured_interval.low * 1e3:.0f}-"
                         f"{cmp.measured_interval.high * 1e3:.0f}]  error {cmp.error:+.1%}"
+                        + (
+                            ""
+                            if cmp.same_arrivals_s is None or cmp.same_arrivals_error is None
+                            else f"  same arrivals {cmp.same_arrivals_s * 1e3:.0f} ms "
+                            f"({cmp.same_arrivals_error:+.1%})"
+                        )
                     )
             sys.stdout.flush()
     for key, errs in errors.items():

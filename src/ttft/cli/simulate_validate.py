@@ -75,4 +75,9 @@ def _print_comparison(label: str, result: Validation) -> None:
             f"    p{c.quantile:g}: predicted {_ms(c.predicted_s)} ms, measured "
             f"{_ms(c.measured_s)} ms [{_ms(c.measured_interval.low)}-"
             f"{_ms(c.measured_interval.high)}], error {c.error:+.1%}"
+            + (
+                ""
+                if c.same_arrivals_s is None or c.same_arrivals_error is None
+                else f"; same arrivals {_ms(c.same_arrivals_s)} ms ({c.same_arrivals_error:+.1%})"
+            )
         )

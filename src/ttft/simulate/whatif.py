@@ -78,6 +78,9 @@ class Prediction:
     runs: int
     slo_met: bool | None = None
     notes: list[str] = field(default_factory=list)
+    # replication 0 alone: the fitted model on the workload's first arrivals (the ones
+    # --validate sends), without the other replications' arrivals and speed draws
+    first_ttft_s: dict[float, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +94,7 @@ class Prediction:
             "refused": self.refused,
             "preemptions": self.preemptions,
             "runs": self.runs,
+            "first_ttft_s": {f"p{q:g}": v for q, v in self.first_ttft_s.items()},
             "slo_met": self.slo_met,
             "notes": self.notes,
         }
@@ -226,6 +230,7 @@ def predict(
         refused=refused,
         preemptions=statistics.fmean(r["preemptions"] for r in rows),
         runs=len(rows),
+        first_ttft_s={q: rows[0][f"ttft{q}"] for q in QUANTILES},
         slo_met=met,
         notes=notes,
     )
