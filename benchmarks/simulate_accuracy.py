@@ -21,16 +21,17 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ttft.engines.control import ServerTokenizer
 from ttft.simulate.calibrate import run_calibration
 from ttft.simulate.model import Calibration
 from ttft.simulate.targets import engine
-from ttft.simulate.validate import compare, measure
+from ttft.simulate.validate import compare, measure, speed_now
 from ttft.simulate.whatif import Config, predict
 from ttft.simulate.workloads import WorkloadSource
 from ttft.workload.trace import TraceSpec
@@ -58,7 +59,7 @@ def mooncake_trace(path: Path, n: int, rate: float) -> Path:
             {
                 "timestamp": round(t * 1000),
                 "input_length": 256 * 2 + tail,
-                "output_length": 12,
+                "output_length": 4,
                 "hash_ids": ids,
             }
         )
@@ -67,19 +68,44 @@ def mooncake_trace(path: Path, n: int, rate: float) -> Path:
     return path
 
 
-def points(requests: int, tmp: Path) -> list[Point]:
-    trace = mooncake_trace(tmp / "mooncake.jsonl", requests, 0.7)
+def solo_s(cal: Calibration, prompt: int, output: int) -> float:
+    """One request alone on the engine, by the calibrated model: the unit of load below."""
+    c = cal.cost
+    prefill = c.step_s(prompt, 0, prompt * prompt / 2000)
+    return c.overhead_s + prefill + (output - 1) * c.step_s(0, 1, prompt / 1000)
+
+
+def points(cal: Calibration, requests: int, tmp: Path) -> list[Point]:
+    """Rates are set as a load (0..1) of one request at a time, so the points mean the same on
+    a fast machine and on a busy one."""
+
+    def rate(load: float, prompt: int, output: int) -> float:
+        return round(load / solo_s(cal, prompt, output), 3)
+
+    trace = mooncake_trace(tmp / "mooncake.jsonl", requests, rate(0.7, 600, 4))
     return [
-        Point("slots=2 rate=0.6 prompt=300", 2, WorkloadSource(None, 0.6, requests, 300, 16)),
-        Point("slots=4 rate=0.9 prompt=200", 4, WorkloadSource(None, 0.9, requests, 200, 24)),
-        Point("slots=1 rate=0.5 prompt=250", 1, WorkloadSource(None, 0.5, requests, 250, 8)),
         Point(
-            "slots=4 rate=1.2 prefix 384 of 448, 2 groups",
-            4,
-            WorkloadSource(None, 1.2, requests, 448, 16, 384, 2),
+            "slots=2 load 0.6 prompt=300 out=6",
+            2,
+            WorkloadSource(None, rate(0.6, 300, 6), requests, 300, 6),
         ),
         Point(
-            "slots=3 mooncake trace (2 shared blocks of 256)",
+            "slots=4 load 0.9 prompt=200 out=8",
+            4,
+            WorkloadSource(None, rate(0.9, 200, 8), requests, 200, 8),
+        ),
+        Point(
+            "slots=1 load 0.5 prompt=250 out=4",
+            1,
+            WorkloadSource(None, rate(0.5, 250, 4), requests, 250, 4),
+        ),
+        Point(
+            "slots=4 load 1.2 prefix 384 of 448, 2 groups, out=4",
+            4,
+            WorkloadSource(None, rate(1.2, 448, 4), requests, 448, 4, 384, 2),
+        ),
+        Point(
+            "slots=3 mooncake trace (2 shared blocks of 256) load 0.7 out=4",
             3,
             WorkloadSource(TraceSpec(trace, "mooncake", block_size=256)),
         ),
@@ -115,36 +141,60 @@ def main() -> None:
         f"{c.overhead_s * 1e3:.0f} ms, fit R^2 {cal.fit.r2:.3f}, residual p50 "
         f"{cal.fit.rel_residual_p50:.1%}"
     )
-    errors: dict[float, list[float]] = {50.0: [], 95.0: []}
+    errors: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for point in points(args.requests, Path(tmp))[: args.points]:
+        for point in points(cal, args.requests, Path(tmp))[: args.points]:
             source = point.source
 
             def workload(seed: int, source: WorkloadSource = source) -> list:  # type: ignore[type-arg]
                 return source.requests(0 if source.trace is not None else seed)
 
-            prediction = predict(cal, workload, Config(slots=point.slots), runs=args.runs)
+            config = Config(slots=point.slots)
+            prediction = predict(cal, workload, config, runs=args.runs)
             with engine(None, slots=point.slots) as live:
-                items, arrival = source.real(workload(0), ServerTokenizer(live.target))
+                tokenizer = ServerTokenizer(live.target)
+                items, arrival = source.real(workload(0), tokenizer)
+                speed = speed_now(live.target, tokenizer, cal.cost)
                 records = measure(live.target, items, arrival)
-            result = compare(point.label, prediction, records)
-            print(f"{point.label}: {result.measured_ok} ok, {result.measured_failed} failed")
-            for cmp in result.comparisons:
-                if cmp.quantile in errors:
-                    errors[cmp.quantile].append(abs(cmp.error))
-                print(
-                    f"  p{cmp.quantile:g}: predicted {cmp.predicted_s * 1e3:7.0f} ms "
-                    f"[{cmp.predicted_interval.low * 1e3:.0f}-"
-                    f"{cmp.predicted_interval.high * 1e3:.0f}]  measured "
-                    f"{cmp.measured_s * 1e3:7.0f} ms [{cmp.measured_interval.low * 1e3:.0f}-"
-                    f"{cmp.measured_interval.high * 1e3:.0f}]  error {cmp.error:+.1%}"
+            results = [("as calibrated", compare(point.label, prediction, records))]
+            if speed is not None:
+                moved = replace(cal, cost=cal.cost.scaled(speed))
+                again = predict(moved, workload, config, runs=args.runs)
+                results.append(
+                    (f"at today's speed x{speed:.2f}", compare(point.label, again, records))
                 )
-    for q, errs in errors.items():
-        if errs:
             print(
-                f"mean |error| p{q:g}: {statistics.fmean(errs):.1%} over {len(errs)} points "
-                f"(max {max(errs):.1%})"
+                f"{point.label}: {results[0][1].measured_ok} ok, "
+                f"{results[0][1].measured_failed} failed"
             )
+            for label, result in results:
+                print(f"  {label}")
+                for cmp in result.comparisons:
+                    if cmp.quantile in (50.0, 95.0):
+                        key = f"{label.split(' x')[0]} p{cmp.quantile:g}"
+                        errors.setdefault(key, []).append(abs(cmp.error))
+                        if cmp.same_arrivals_error is not None:
+                            same = errors.setdefault(key + " (same arrivals)", [])
+                            same.append(abs(cmp.same_arrivals_error))
+                    print(
+                        f"    p{cmp.quantile:g}: predicted {cmp.predicted_s * 1e3:7.0f} ms "
+                        f"[{cmp.predicted_interval.low * 1e3:.0f}-"
+                        f"{cmp.predicted_interval.high * 1e3:.0f}]  measured "
+                        f"{cmp.measured_s * 1e3:7.0f} ms [{cmp.measured_interval.low * 1e3:.0f}-"
+                        f"{cmp.measured_interval.high * 1e3:.0f}]  error {cmp.error:+.1%}"
+                        + (
+                            ""
+                            if cmp.same_arrivals_s is None or cmp.same_arrivals_error is None
+                            else f"  same arrivals {cmp.same_arrivals_s * 1e3:.0f} ms "
+                            f"({cmp.same_arrivals_error:+.1%})"
+                        )
+                    )
+            sys.stdout.flush()
+    for key, errs in errors.items():
+        print(
+            f"mean |error| {key}: {statistics.fmean(errs):.1%} over {len(errs)} points "
+            f"(max {max(errs):.1%})"
+        )
     print(f"load average {os.getloadavg()[0]:.1f}, {time.time() - started:.0f} s")
 
 

@@ -24,10 +24,10 @@ from ttft.simulate.workloads import WorkloadSource
 pytestmark = pytest.mark.e2e
 
 PLAN = CalibrationPlan(
-    lengths=(64, 256, 768),
+    lengths=(64, 256, 512),
     repeats=1,
-    decode_tokens=16,
-    cached_prefixes=(384,),
+    decode_tokens=12,
+    cached_prefixes=(256,),
     cached_suffix=32,
     burst_prompt=128,
 )
@@ -53,7 +53,7 @@ def test_a_short_calibration_predicts_an_unmeasured_point(embedded_server: Runni
     assert reuse is not None
     assert cal.engine.prefix_cache == (reuse >= 0.3)
 
-    source = WorkloadSource(rate=0.7, count=12, prompt_tokens=200, output_tokens=8)
+    source = WorkloadSource(rate=0.7, count=10, prompt_tokens=200, output_tokens=8)
     requests = source.requests(0)
     prediction = predict(cal, lambda seed: source.requests(seed), Config(), runs=3)
     items, arrival = source.real(requests, tokenizer)

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
 import click
 
+from ttft.cli.simulate_validate import validate_point
 from ttft.cli.trace_options import trace_options
 from ttft.core.errors import TtftError
 from ttft.core.slo import Slo, parse_slos
 from ttft.simulate.fleet import POLICIES, Policy
 from ttft.simulate.model import Calibration
 from ttft.simulate.requests import SimRequest
-from ttft.simulate.validate import Validation
 from ttft.simulate.whatif import (
     Config,
     Prediction,
@@ -150,6 +149,13 @@ HEADER = (
 @click.option("--slots", default=None, help="What if: slots / max-num-seqs (list sweeps).")
 @click.option("--batch-tokens", default=None, help="What if: -b / max-num-batched-tokens.")
 @click.option("--kv-blocks", default=None, help="What if (vLLM): KV blocks of 16 tokens.")
+@click.option(
+    "--gateway-cap",
+    default=None,
+    help="Behind `ttft gateway`: at most N requests in flight per replica, the rest wait in the "
+    "gateway's queue and go to the first replica with room (its default N is the slots). "
+    "A list sweeps.",
+)
 @click.option("--slo", "slo_texts", multiple=True, help="e.g. 'ttft:p99<600ms' (repeatable).")
 @click.option(
     "--fewest-replicas",
@@ -173,6 +179,13 @@ HEADER = (
     "engine and print predicted against measured. Embedded engine unless --url.",
 )
 @click.option("--url", default=None, help="--validate against this engine instead.")
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write an HTML page: the table and the predicted (and measured) TTFT per point.",
+)
 @click.option(
     "--json",
     "json_out",
@@ -199,6 +212,7 @@ def run(
     slots: str | None,
     batch_tokens: str | None,
     kv_blocks: str | None,
+    gateway_cap: str | None,
     slo_texts: tuple[str, ...],
     find_fewest: bool,
     max_replicas: int,
@@ -207,9 +221,10 @@ def run(
     validate: bool,
     url: str | None,
     json_out: Path | None,
+    html_out: Path | None,
 ) -> None:
     """Predict TTFT p50/p95/p99 (with intervals), queue time and goodput for each point of the
-    grid --replicas x --policy x --slots x --batch-tokens x --kv-blocks x --rate.
+    grid --replicas x --policy x --slots x --batch-tokens x --kv-blocks x --gateway-cap x --rate.
 
     \b
     Workload: --trace FILE (the formats `ttft bench --trace` reads: JSONL bodies with times, or
@@ -256,6 +271,7 @@ def run(
             _ints(slots, "--slots"),
             _ints(batch_tokens, "--batch-tokens"),
             _ints(kv_blocks, "--kv-blocks"),
+            _ints(gateway_cap, "--gateway-cap"),
             rates,
         )
     )
@@ -263,7 +279,7 @@ def run(
     results: list[dict[str, Any]] = []
     missed = False
     click.echo(HEADER)
-    for n_rep, pol, n_slots, n_batch, n_kv, r in grid:
+    for n_rep, pol, n_slots, n_batch, n_kv, cap, r in grid:
         source = replace(base, rate=r)
         source.check()
         cache: dict[int, list[SimRequest]] = {}
@@ -275,7 +291,7 @@ def run(
                 cache[s] = source.requests(s if source.rate is not None else seed, tokenizer)
             return cache[s]
 
-        config = Config(n_rep or 1, pol, n_slots, n_batch, n_kv)
+        config = Config(n_rep or 1, pol, n_slots, n_batch, n_kv, cap)
         if find_fewest:
             best, tried = fewest_replicas(
                 calibration, workload, config, slos, max_replicas=max_replicas, runs=runs, seed=seed
@@ -302,7 +318,7 @@ def run(
             def again(cal: Calibration, w: Workload = workload, c: Config = config) -> Prediction:
                 return predict(cal, w, c, slos=slos, runs=runs, seed=seed)
 
-            entry["validation"] = _validate(
+            entry["validation"] = validate_point(
                 calibration, source, workload(seed), prediction, url, again
             )
         results.append(entry)
@@ -312,6 +328,19 @@ def run(
             encoding="utf-8",
         )
         click.echo(f"wrote {json_out}")
+    if html_out is not None:
+        import time
+
+        from ttft.report.html_simulate import simulate_page
+
+        doc = {"calibration": str(cal_path), "points": results}
+        try:
+            html_out.write_text(
+                simulate_page(doc, generated=time.strftime("%Y-%m-%d %H:%M:%S")), encoding="utf-8"
+            )
+        except OSError as exc:
+            raise TtftError(f"cannot write {html_out}: {exc.strerror}") from None
+        click.echo(f"wrote {html_out}")
     if missed:
         raise click.exceptions.Exit(1)
 
@@ -328,61 +357,3 @@ def _gguf_tokenizer(calibration: Calibration) -> Any:
         return GgufTokenizer.from_gguf(embedded_model_path())
     except TtftError:
         return None
-
-
-def _validate(
-    cal: Calibration,
-    source: WorkloadSource,
-    requests: list[SimRequest],
-    prediction: Prediction,
-    url: str | None,
-    again: Callable[[Calibration], Prediction],
-) -> dict[str, Any]:
-    from ttft.engines.control import ServerTokenizer
-    from ttft.simulate.targets import engine
-    from ttft.simulate.validate import compare, measure, speed_now
-
-    if prediction.config.replicas != 1:
-        click.echo("  validate: only single-replica points are run for real; skipped")
-        return {"skipped": "replicas > 1"}
-    slots = prediction.config.slots or cal.engine.slots
-    with engine(
-        url,
-        cal.engine.kind,
-        slots=slots,
-        batch_tokens=prediction.config.batch_tokens or cal.engine.batch_tokens,
-    ) as live:
-        tokenizer = ServerTokenizer(live.target)
-        items, arrival = source.real(requests, tokenizer)
-        speed = speed_now(live.target, tokenizer, cal.cost)
-        click.echo(f"  validate: {len(items)} requests on {live.target.root}", err=True)
-        records = measure(live.target, items, arrival)
-    out: dict[str, Any] = {"speed_now": speed}
-    result = compare(prediction.config.describe(), prediction, records)
-    _print_comparison("as calibrated", result)
-    out.update(result.to_dict())
-    if speed is not None and abs(speed - 1.0) > DRIFT:
-        # the machine computes at another speed than during the calibration: the same model
-        # at today's speed separates the model's error from the machine's drift
-        click.echo(f"  the engine runs x{speed:.2f} the calibration's prompt time now")
-        moved = compare(
-            "at today's speed", again(replace(cal, cost=cal.cost.scaled(speed))), records
-        )
-        _print_comparison(f"at today's speed (x{speed:.2f})", moved)
-        out["at_speed_now"] = moved.to_dict()
-    if result.measured_failed:
-        click.echo(f"  {result.measured_failed} measured requests failed")
-    return out
-
-
-DRIFT = 0.1  # a speed change the validation reports and corrects for
-
-
-def _print_comparison(label: str, result: Validation) -> None:
-    click.echo(f"  {label}:")
-    for c in result.comparisons:
-        click.echo(
-            f"    p{c.quantile:g}: predicted {_ms(c.predicted_s)} ms, measured "
-            f"{_ms(c.measured_s)} ms [{_ms(c.measured_interval.low)}-"
-            f"{_ms(c.measured_interval.high)}], error {c.error:+.1%}"
-        )

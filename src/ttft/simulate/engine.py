@@ -67,10 +67,16 @@ class ReplicaSim(ABC):
         self.busy_s = 0.0
         self.preemptions = 0
         self._waking = False
+        self.step_start = 0.0
+        self.version = 0  # bumped whenever step_end moves: the fleet's stale events are skipped
 
     # -- what the router reads -------------------------------------------------------------
     healthy = True
-    has_room = True
+    max_in_flight: int | None = None  # a gateway in front sends at most this many (None: all)
+
+    @property
+    def has_room(self) -> bool:
+        return self.max_in_flight is None or self.load < self.max_in_flight
 
     @property
     @abstractmethod
@@ -107,10 +113,22 @@ class ReplicaSim(ABC):
             # idle: wake at ``now``, after every other arrival of the same instant has joined
             self.step_end = now
             self._waking = True
+            self.version += 1
             return now
+        if not self._waking:
+            end = self._interrupt(now)
+            if end is not None:
+                self.version += 1
+                return end
+        return None
+
+    def _interrupt(self, now: float) -> float | None:
+        """A request arrived during a step that stands for several (a fast-forwarded run):
+        cut it at the first step boundary after ``now``; the new end, or None if unchanged."""
         return None
 
     def finish_step(self) -> float | None:
+        """Apply the running step (or wake up) and start the next; its end, or None (idle)."""
         assert self.step_end is not None
         end = self.step_end
         if self._waking:
@@ -127,5 +145,7 @@ class ReplicaSim(ABC):
         duration *= self.speed
         self.steps += 1
         self.busy_s += duration
+        self.step_start = now
         self.step_end = now + duration
+        self.version += 1
         return self.step_end

@@ -13,6 +13,7 @@ import heapq
 import itertools
 import math
 import random
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -58,19 +59,21 @@ def affinity_key(request: SimRequest) -> int | None:
 
 def _route(
     fleet: Sequence[ReplicaSim], policy: Policy, router: Router, request: SimRequest, turn: int
-) -> tuple[int, bool]:
-    """The replica for ``request`` and whether it was an affinity hit."""
-    if len(fleet) == 1:
-        return 0, False
+) -> tuple[int, bool] | None:
+    """The replica for ``request`` and whether it was an affinity hit; None when every replica
+    is at the gateway's in-flight cap (the request waits in the gateway's queue)."""
+    if policy == "prefix-affinity" and len(fleet) > 1:
+        choice = router.pick(fleet, affinity_key(request))
+        return None if choice is None else (choice.index, choice.affinity == "hit")
+    room = [i for i, r in enumerate(fleet) if r.has_room]
+    if not room:
+        return None
     if policy == "round-robin":
-        return turn % len(fleet), False
-    if policy == "least-loaded":
-        low = min(r.load for r in fleet)
-        ties = [i for i, r in enumerate(fleet) if r.load == low]
-        return ties[turn % len(ties)], False
-    choice = router.pick(fleet, affinity_key(request))
-    assert choice is not None  # every simulated replica is healthy and has room
-    return choice.index, choice.affinity == "hit"
+        n = len(fleet)
+        return next(i for i in ((turn + k) % n for k in range(n)) if fleet[i].has_room), False
+    low = min(fleet[i].load for i in room)
+    ties = [i for i in room if fleet[i].load == low]
+    return ties[turn % len(ties)], False
 
 
 def simulate(
@@ -83,12 +86,17 @@ def simulate(
     speed_factor: float = 1.0,
     load_factor: float = 1.25,
     concurrency: int | None = None,
+    max_in_flight: int | None = None,
 ) -> FleetResult:
     """Run ``requests`` through ``replicas`` engines behind ``policy``.
 
     Open loop (default): each request arrives at its ``arrival_s``. Closed loop
     (``concurrency``): that many clients, each sending its next request (in the given order) the
     moment its previous one is done, as ``ttft bench --concurrency`` does.
+
+    ``max_in_flight``: a gateway in front (``ttft gateway``'s per-replica cap, by default the
+    replica's slots) holds requests in its own queue, first come first served, and routes each
+    when a replica has room, instead of queueing them at a replica chosen on arrival.
     """
     if replicas < 1:
         raise TtftError(f"--replicas must be at least 1, not {replicas}")
@@ -101,8 +109,10 @@ def simulate(
     fleet = [make_replica(cost, settings, i) for i in range(replicas)]
     for replica in fleet:
         replica.speed = speed_factor
+        replica.max_in_flight = max_in_flight
+    held: deque[tuple[float, SimRequest]] = deque()  # the gateway's queue
     router = Router([f"replica-{i}" for i in range(replicas)], load_factor=load_factor)
-    steps: list[tuple[float, int, int]] = []
+    steps: list[tuple[float, int, int, int]] = []  # (end, order, replica, its version)
     arrivals: list[tuple[float, int, SimRequest]] = []
     order = itertools.count()
     pending = iter(requests if concurrency is not None else ())
@@ -114,30 +124,55 @@ def simulate(
             heapq.heappush(arrivals, (0.0, next(order), replace(r, arrival_s=0.0)))
     turn = hits = 0
 
-    def settle(replica: ReplicaSim) -> None:
+    def send(request: SimRequest, t: float) -> bool:
+        nonlocal turn, hits
+        route = _route(fleet, policy, router, request, turn)
+        if route is None:
+            return False
+        chosen, hit = route
+        turn += 1
+        hits += hit
+        end = fleet[chosen].submit(request, t)
+        if end is not None:
+            heapq.heappush(steps, (end, next(order), chosen, fleet[chosen].version))
+        follow_up(fleet[chosen])
+        return True
+
+    def follow_up(replica: ReplicaSim) -> bool:
+        """Closed loop: each finished request's client sends its next one. True if any
+        finished (a slot, or room at the gateway, may have opened)."""
+        done_any = bool(replica.finished)
         for done in replica.finished:
             follow = next(pending, None)
             if follow is not None:
                 t = done.done_s if done.done_s is not None else 0.0
                 heapq.heappush(arrivals, (t, next(order), replace(follow, arrival_s=t)))
         replica.finished.clear()
+        return done_any
+
+    def settle(replica: ReplicaSim, now: float) -> None:
+        if not follow_up(replica):
+            return
+        while held:
+            t, request = held.popleft()
+            if not send(request, now):
+                held.appendleft((t, request))
+                return
 
     while arrivals or steps:
         if steps and (not arrivals or steps[0][0] < arrivals[0][0]):
-            _, _, i = heapq.heappop(steps)
+            _, _, i, version = heapq.heappop(steps)
+            if version != fleet[i].version:
+                continue  # the step was cut short by an arrival: a newer event stands for it
+            t_end = fleet[i].step_end or 0.0
             end = fleet[i].finish_step()
             if end is not None:
-                heapq.heappush(steps, (end, next(order), i))
-            settle(fleet[i])
+                heapq.heappush(steps, (end, next(order), i, fleet[i].version))
+            settle(fleet[i], t_end)
             continue
         t, _, request = heapq.heappop(arrivals)
-        chosen, hit = _route(fleet, policy, router, request, turn)
-        turn += 1
-        hits += hit
-        end = fleet[chosen].submit(request, t)
-        if end is not None:
-            heapq.heappush(steps, (end, next(order), chosen))
-        settle(fleet[chosen])
+        if held or not send(request, t):
+            held.append((t, request))
     outcomes = sorted(
         (o for r in fleet for o in r.outcomes), key=lambda o: (o.request.arrival_s, o.request.index)
     )

@@ -54,6 +54,7 @@ class LlamaCppReplica(ReplicaSim):
         self.host_tokens = 0
         self.busy = 0
         self.repeat = 1  # steps the planned batch stands for (see _plan_step)
+        self._run = (0.0, 0.0)  # a fast-forwarded run: one step's time, its growth per step
 
     @property
     def load(self) -> int:
@@ -158,17 +159,33 @@ class LlamaCppReplica(ReplicaSim):
         if decode_seqs == 0 and prefill == 0:
             return None
         self.repeat = 1
-        if prefill == 0 and self.busy == len(self.slots):
-            # Every slot decodes and none can be freed or filled before the first of them is
-            # done: the next ``repeat`` steps are alike (context +1 each), run them as one.
-            self.repeat = min(s.to_generate for s in self.slots if s.outcome is not None)
-        k = self.repeat
         one = self.cost.step_s(prefill, decode_seqs, attention / 1000.0, restored)
-        if k == 1:
-            return one
-        self.steps += k - 1
-        growth = self.cost.attention_s * decode_seqs * k * (k - 1) / 2 / 1000.0
-        return k * one + growth
+        if prefill == 0:
+            # Only decoding, and nobody waits for a free slot: the next steps are alike
+            # (context +1 each) until the first slot is done or a request arrives (which cuts
+            # the run short: _interrupt), so they run as one.
+            self.repeat = min(s.to_generate for s in self.slots if s.outcome is not None)
+            self._run = (one, self.cost.attention_s * decode_seqs / 1000.0)
+            self.steps += self.repeat - 1
+        return self._run_s(self.repeat) if self.repeat > 1 else one
+
+    def _run_s(self, k: int) -> float:
+        one, growth = self._run
+        return k * one + growth * k * (k - 1) / 2
+
+    def _interrupt(self, now: float) -> float | None:
+        if self.repeat <= 1:
+            return None
+        done = 1
+        while done < self.repeat and self.step_start + self._run_s(done) * self.speed < now:
+            done += 1
+        if done >= self.repeat:
+            return None
+        self.busy_s -= (self._run_s(self.repeat) - self._run_s(done)) * self.speed
+        self.steps -= self.repeat - done
+        self.repeat = done
+        self.step_end = self.step_start + self._run_s(done) * self.speed
+        return self.step_end
 
     def _apply_step(self, end: float) -> None:
         for slot in self.slots:

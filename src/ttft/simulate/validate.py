@@ -35,6 +35,13 @@ class Comparison:
     predicted_interval: Interval
     measured_s: float
     measured_interval: Interval
+    same_arrivals_s: float | None = None  # replication 0: the very arrivals that were sent
+
+    @property
+    def same_arrivals_error(self) -> float | None:
+        if self.same_arrivals_s is None:
+            return None
+        return (self.same_arrivals_s - self.measured_s) / self.measured_s
 
     @property
     def error(self) -> float:
@@ -48,6 +55,8 @@ class Comparison:
             "measured_s": self.measured_s,
             "measured_interval": self.measured_interval.to_dict(),
             "error": self.error,
+            "same_arrivals_s": self.same_arrivals_s,
+            "same_arrivals_error": self.same_arrivals_error,
         }
 
 
@@ -114,6 +123,7 @@ def compare(label: str, prediction: Prediction, records: Sequence[RequestRecord]
                     est.interval,
                     percentile(values, q),
                     bootstrap_interval(values, q),
+                    prediction.first_ttft_s.get(q),
                 )
             )
     return Validation(label, comparisons, len(values), len(records) - len(values), list(records))

@@ -29,6 +29,7 @@ class _Seq:
     generated: int = 0
     blocks: int = 0  # KV blocks held
     shared: tuple[int, ...] = ()  # prefix-cache entries this sequence holds a reference to
+    covered: int = 0  # tokens whose KV lives in those entries (not in ``blocks``)
     chunk: int = 0  # tokens in the running step
 
 
@@ -76,7 +77,7 @@ class VllmReplica(ReplicaSim):
         return True
 
     def _grow(self, seq: _Seq, tokens: int) -> bool:
-        need = _blocks(tokens, self.settings.block_tokens) - seq.blocks
+        need = _blocks(max(0, tokens - seq.covered), self.settings.block_tokens) - seq.blocks
         if need <= 0:
             return True
         if not self._take(need):
@@ -93,6 +94,7 @@ class VllmReplica(ReplicaSim):
                 del self.refs[key]
                 self.evictable[key] = self.entry_blocks[key]
         seq.shared = ()
+        seq.covered = 0
 
     def _hit(self, seq: _Seq) -> int:
         """Reference the cached leading blocks of ``seq``'s prompt; tokens they cover."""
@@ -114,6 +116,7 @@ class VllmReplica(ReplicaSim):
                 self.refs[key] = 0
             self.refs[key] += 1
         seq.shared = tuple(held)
+        seq.covered = len(held) * request.block_tokens
         return covered
 
     def _publish(self, seq: _Seq) -> None:
@@ -131,6 +134,7 @@ class VllmReplica(ReplicaSim):
             if key in self.refs or key in self.evictable or seq.blocks < per:
                 continue
             seq.blocks -= per
+            seq.covered += request.block_tokens
             self.entry_blocks[key] = per
             self.refs[key] = 1
             added.append(key)

@@ -39,6 +39,7 @@ class Config:
     slots: int | None = None
     batch_tokens: int | None = None
     kv_blocks: int | None = None
+    max_in_flight: int | None = None  # behind ttft gateway: its per-replica cap
     label: str = ""
 
     def describe(self) -> str:
@@ -49,6 +50,8 @@ class Config:
             parts.append(f"batch={self.batch_tokens}")
         if self.kv_blocks is not None:
             parts.append(f"kv_blocks={self.kv_blocks}")
+        if self.max_in_flight is not None:
+            parts.append(f"gateway cap={self.max_in_flight}")
         return self.label or " ".join(parts)
 
 
@@ -75,6 +78,9 @@ class Prediction:
     runs: int
     slo_met: bool | None = None
     notes: list[str] = field(default_factory=list)
+    # replication 0 alone: the fitted model on the workload's first arrivals (the ones
+    # --validate sends), without the other replications' arrivals and speed draws
+    first_ttft_s: dict[float, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +94,7 @@ class Prediction:
             "refused": self.refused,
             "preemptions": self.preemptions,
             "runs": self.runs,
+            "first_ttft_s": {f"p{q:g}": v for q, v in self.first_ttft_s.items()},
             "slo_met": self.slo_met,
             "notes": self.notes,
         }
@@ -195,6 +202,7 @@ def predict(
             replicas=config.replicas,
             policy=config.policy,
             speed_factor=factor,
+            max_in_flight=config.max_in_flight,
         )
         refused = sum(o.refused is not None for o in result.outcomes)
         rows.append(_one_run(result, slos))
@@ -222,6 +230,7 @@ def predict(
         refused=refused,
         preemptions=statistics.fmean(r["preemptions"] for r in rows),
         runs=len(rows),
+        first_ttft_s={q: rows[0][f"ttft{q}"] for q in QUANTILES},
         slo_met=met,
         notes=notes,
     )

@@ -40,6 +40,7 @@ def test_a_grid_prints_one_row_per_point_and_writes_json(
     cal: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "pred.json"
+    page = tmp_path / "pred.html"
     code = ttft(
         [
             "simulate",
@@ -58,6 +59,8 @@ def test_a_grid_prints_one_row_per_point_and_writes_json(
             "2",
             "--json",
             str(out),
+            "--html",
+            str(page),
         ],
         monkeypatch,
     )
@@ -67,6 +70,8 @@ def test_a_grid_prints_one_row_per_point_and_writes_json(
     data = json.loads(out.read_text())
     assert len(data["points"]) == 4
     assert data["points"][0]["ttft_s"]["p95"]["interval"]["high"] > 0
+    html = page.read_text()
+    assert 'data-report="simulate"' in html and html.count("<tr>") == 5
 
 
 def test_fewest_replicas_names_a_count(
@@ -129,3 +134,51 @@ def test_a_missing_calibration_says_how_to_make_one(
     code = ttft(["simulate", "run", "-c", str(tmp_path / "none.json"), "--rate", "1"], monkeypatch)
     err = capsys.readouterr().err
     assert code == 2 and "ttft simulate calibrate" in err
+
+
+def test_a_mooncake_and_a_jsonl_trace_drive_the_model(
+    cal: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mooncake = tmp_path / "mooncake.jsonl"
+    mooncake.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "timestamp": 800 * i,
+                    "input_length": 600,
+                    "output_length": 8,
+                    "hash_ids": [i % 3, 10 + i],
+                }
+            )
+            + "\n"
+            for i in range(30)
+        )
+    )
+    bodies = tmp_path / "bodies.jsonl"
+    bodies.write_text(
+        "".join(
+            json.dumps({"arrival_s": 0.7 * i, "prompt": "word " * 300, "max_tokens": 8}) + "\n"
+            for i in range(20)
+        )
+    )
+    for trace in (mooncake, bodies):
+        code = ttft(
+            [
+                "simulate",
+                "run",
+                "-c",
+                str(cal),
+                "--trace",
+                str(trace),
+                "--replicas",
+                "2",
+                "--policy",
+                "round-robin,prefix-affinity",
+                "--runs",
+                "1",
+            ],
+            monkeypatch,
+        )
+        text = capsys.readouterr().out
+        assert code == 0, text
+        assert "round-robin" in text and "prefix-affinity" in text

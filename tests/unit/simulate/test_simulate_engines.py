@@ -109,3 +109,44 @@ def test_vllm_max_num_seqs_caps_what_runs_at_once() -> None:
     capped = simulate(reqs, COST, EngineSettings(kind="vllm", slots=2)).outcomes
     admitted = sorted(o.admitted_s for o in capped)
     assert admitted[1] == 0.0 and admitted[2] > 0.0
+
+
+def test_fast_forwarded_decode_runs_give_the_step_by_step_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ttft.simulate import llamacpp
+
+    reqs = poisson_times(
+        synthetic(
+            400, prompt_tokens=300, output_tokens=40, shared_prefix_tokens=128, prefix_groups=4
+        ),
+        3.0,
+        seed=1,
+    )
+    fast = simulate(reqs, COST, EngineSettings(slots=4), replicas=3, policy="prefix-affinity")
+    plan = llamacpp.LlamaCppReplica._plan_step
+
+    def one_at_a_time(self: llamacpp.LlamaCppReplica, now: float) -> float | None:
+        duration = plan(self, now)
+        if self.repeat > 1:
+            self.steps -= self.repeat - 1
+            self.repeat = 1
+            return self._run[0]
+        return duration
+
+    monkeypatch.setattr(llamacpp.LlamaCppReplica, "_plan_step", one_at_a_time)
+    slow = simulate(reqs, COST, EngineSettings(slots=4), replicas=3, policy="prefix-affinity")
+    assert fast.steps == slow.steps
+    for a, b in zip(fast.outcomes, slow.outcomes, strict=True):
+        assert a.ttft_s == pytest.approx(b.ttft_s, abs=1e-6)
+        assert a.replica == b.replica
+
+
+def test_vllm_counts_a_cached_prefix_once_in_kv_blocks() -> None:
+    """Requests that share a 1024-token prefix hold it once: in a cache that fits the prefix
+    plus a few private tails, none of them is preempted."""
+    reqs = synthetic(12, prompt_tokens=1100, output_tokens=20, shared_prefix_tokens=1024)
+    reqs = poisson_times(reqs, 2.0, seed=4)
+    # 1024/16 = 64 shared blocks + 12 x (76 + 20) / 16 = 72 private ones < 160
+    small = EngineSettings(kind="vllm", slots=12, batch_tokens=4096, kv_blocks=160)
+    assert simulate(reqs, COST, small).preemptions == 0

@@ -72,3 +72,16 @@ def test_fewest_replicas_grows_with_the_rate() -> None:
 
     low, high = at(0.5), at(3.0)
     assert low is not None and high is not None and high > low
+
+
+def test_a_gateway_queue_in_front_beats_queueing_at_a_replica_picked_on_arrival() -> None:
+    """Round-robin on arrival lets a long prompt's replica pile up; the gateway's queue (a cap
+    of one request per slot) sends each request to the first replica with room."""
+    reqs = [SimRequest(0.5 * i, 1500 if i % 4 == 0 else 80, 8, (), 512, i) for i in range(120)]
+    settings = EngineSettings(slots=1)
+    direct = simulate(reqs, COST, settings, replicas=2, policy="round-robin")
+    gated = simulate(reqs, COST, settings, replicas=2, policy="round-robin", max_in_flight=1)
+    p95 = lambda r: sorted(o.ttft_s or 0.0 for o in r.outcomes)[int(0.95 * len(reqs))]  # noqa: E731
+    assert p95(gated) < p95(direct)
+    assert all(o.ok for o in gated.outcomes)
+    assert max(o.queue_s or 0.0 for o in gated.outcomes) > 0  # some waited at the gateway
