@@ -190,6 +190,20 @@ class GatewayConfig:
         return next((m for m in self.models if m.name == name), None)
 
 
+# The keys a file may have at its top level (tables included).
+TOP_KEYS = (
+    "listen",
+    "api_keys",
+    "api_keys_env",
+    "public_metrics",
+    "allowed_hosts",
+    "model",
+    "admission",
+    "routing",
+    "limits",
+)
+
+
 def _fail(where: str, problem: str, fix: str | None = None) -> TtftError:
     return TtftError(f"{where}: {problem}", fix)
 
@@ -296,17 +310,7 @@ def _model(raw: Any, where: str) -> ModelConfig:
 
 def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfig:
     """Build and check a configuration from decoded TOML (or an equivalent dict)."""
-    top_known = {
-        "listen",
-        "api_keys",
-        "api_keys_env",
-        "public_metrics",
-        "allowed_hosts",
-        "model",
-        "admission",
-        "routing",
-        "limits",
-    }
+    top_known = set(TOP_KEYS)
     unknown = set(raw) - top_known
     if unknown:
         raise _fail(
