@@ -25,13 +25,13 @@ from ttft.gateway.hosts import allowed_hosts, host_name
 from ttft.gateway.http.budget import server_busy
 from ttft.gateway.http.server import HttpServer, Request, Response
 from ttft.gateway.metrics import GatewayMetrics
+from ttft.gateway.prerender_setup import setup_prerender
 from ttft.gateway.proxy import CHAT, COMPLETIONS, Proxy, check_method
 from ttft.gateway.runtime import (
     ModelRuntime,
     build_runtime,
     check_health,
     health_loop,
-    setup_prerender,
 )
 from ttft.gateway.validate import parse_body
 
