@@ -30,6 +30,7 @@ from ttft.core.errors import TtftError
 from ttft.core.target import Target
 from ttft.engines.adapter import EngineAdapter
 from ttft.engines.registry import adapter_for, engine_kinds
+from ttft.gateway.admission.partition import SOLE, Partition
 from ttft.gateway.config_checks import api_keys, fail, section, table
 from ttft.gateway.config_checks import check_upstream_url as check_upstream_url  # public here
 from ttft.gateway.config_checks import parse_listen as parse_listen
@@ -187,10 +188,16 @@ class GatewayConfig:
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     routing: RoutingConfig = field(default_factory=RoutingConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    # Processes accepting on the port (SO_REUSEPORT), each admitting its part of every limit
+    # (admission/partition.py); ``partition`` is which part this process is (set per worker).
+    workers: int = 1
+    partition: Partition = SOLE
 
     def model(self, name: str) -> ModelConfig | None:
         return next((m for m in self.models if m.name == name), None)
 
+
+MAX_WORKERS = 256
 
 # The keys a file may have at its top level (tables included).
 TOP_KEYS = (
@@ -203,6 +210,7 @@ TOP_KEYS = (
     "admission",
     "routing",
     "limits",
+    "workers",
 )
 
 
@@ -283,6 +291,13 @@ def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfi
         raise fail(f"{origin}: routing", "block_tokens and virtual_nodes must be at least 1")
     if routing.load_factor < 1.0:
         raise fail(f"{origin}: routing.load_factor", "must be at least 1.0")
+    workers = raw.get("workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise fail(
+            f"{origin}: workers",
+            f"expected a whole number from 1 to {MAX_WORKERS}, got {workers!r}",
+            "one per core the gateway may use is the most that helps",
+        )
     public = raw.get("public_metrics", False)
     if not isinstance(public, bool):
         raise fail(f"{origin}: public_metrics", "expected true or false")
@@ -297,6 +312,7 @@ def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfi
         admission=admission,
         routing=routing,
         limits=limits,
+        workers=workers,
     )
 
 

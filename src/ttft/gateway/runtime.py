@@ -109,9 +109,11 @@ def build_runtime(
 ) -> ModelRuntime:
     limits, admission = config.limits, config.admission
     replicas: list[Replica] = []
+    part = config.partition  # with several workers, this process's part of each limit
     for i, up in enumerate(model.upstreams):
         given = up.max_in_flight or admission.max_in_flight
-        cap = given or default_max_in_flight(model.engine)
+        whole = given or default_max_in_flight(model.engine)
+        cap = part.part(whole, i)
         pool = UpstreamPool(
             up.host,
             up.port,
@@ -127,11 +129,11 @@ def build_runtime(
             pool,
             Admission(
                 cap,
-                admission.queue_size,
+                part.part(admission.queue_size, i),
                 split_lanes=admission.split_lanes,
                 short_burst=admission.short_burst,
                 long_reserve=resolve_long_reserve(admission.long_reserve, cap),
-                client_slots=admission.max_slots_per_client
+                client_slots=part.limit(admission.max_slots_per_client, i)
                 if admission.max_slots_per_client is not None or config.api_keys
                 else 0,
             ),
