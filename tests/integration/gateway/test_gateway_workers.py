@@ -1,0 +1,160 @@
+"""``ttft gateway --workers 2``: two processes on one port, with admission that holds across them.
+
+Each worker admits its part of a replica's slots (``admission/partition.py``): with 3 slots and
+2 workers, 2 and 1. The scripted upstream counts how many requests it holds at once; more than 3
+would break the limit, and 3 (more than any one worker's part) shows both workers served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from ttft.testing.gateway_process import gateway_child
+from ttft.testing.proc_cpu import listener_pids
+from ttft.testing.scripted_server import ScriptedServer, Snapshot
+from ttft.testing.sse_script import Script
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="--workers needs SO_REUSEPORT (Linux)"
+)
+
+BODY: dict[str, Any] = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "hi"}],
+    "stream": True,
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _args(upstream: str, port: int, *extra: str) -> list[str]:
+    return [
+        "--upstream",
+        upstream,
+        "--engine",
+        "openai",
+        "--model",
+        "m",
+        "--no-prerender",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "2",
+        *extra,
+    ]
+
+
+def _peak_at_upstream(snap: Snapshot) -> int:
+    """The most requests the upstream held at once (from arrival to its last written piece)."""
+    edges: list[tuple[int, int]] = []
+    for log in snap.logs:
+        end = log.events[-1][1] if log.events else log.received_ns
+        edges += [(log.received_ns, 1), (end, -1)]
+    peak = now = 0
+    for _, step in sorted(edges):  # an end before a start at the same instant
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+async def _many(port: int, count: int) -> list[int]:
+    async def one() -> int:
+        # A client each: a connection each, which the kernel spreads over the workers.
+        async with httpx.AsyncClient(timeout=60) as client:
+            answer = await client.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=BODY)
+            return answer.status_code
+
+    return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
+def _workers(port: int, supervisor: int, want: int, within_s: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        pids = [p for p in listener_pids(port) if p != supervisor]
+        if len(pids) == want:
+            return pids
+        time.sleep(0.1)
+    raise AssertionError(f"expected {want} workers on {port}, found {listener_pids(port)}")
+
+
+def test_with_two_workers_the_in_flight_limit_holds_exactly_across_them() -> None:
+    script = Script(first_token_delay_ms=400, n_tokens=2)
+    with ScriptedServer(script).in_thread() as up:
+        port = _free_port()
+        with gateway_child(_args(up.base_url, port, "--max-in-flight", "3"), port) as gw:
+            workers = _workers(port, gw.pid, 2)
+            assert gw.pid not in workers  # the supervisor only holds the port
+            codes = asyncio.run(_many(port, 16))
+            snap = up.snapshot()
+    assert codes == [200] * 16  # queued in its worker's lane, never refused
+    assert len(snap.logs) == 16
+    assert _peak_at_upstream(snap) == 3  # never 4; and 3 > one worker's part (2)
+
+
+def test_sigterm_stops_every_worker_after_their_running_answers_end() -> None:
+    script = Script(first_token_delay_ms=1500, n_tokens=3)
+    with ScriptedServer(script).in_thread() as up, tempfile.TemporaryFile() as log:
+        port = _free_port()
+        cmd = [sys.executable, "-m", "ttft", "gateway", *_args(up.base_url, port)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            workers = _workers(port, proc.pid, 2, within_s=30)
+
+            async def stream_then_term() -> int:
+                task = asyncio.ensure_future(_many(port, 2))
+                await asyncio.sleep(0.5)  # both requests are at the upstream, mid-answer
+                os.kill(proc.pid, signal.SIGTERM)
+                codes = await task
+                return sum(1 for c in codes if c == 200)
+
+            finished = asyncio.run(stream_then_term())
+            assert proc.wait(20) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    assert finished == 2  # the streams in flight finished (drain)
+    for pid in workers:
+        assert not os.path.exists(f"/proc/{pid}") or _zombie(pid)
+    assert listener_pids(port) == []
+
+
+def test_a_worker_that_dies_is_replaced_and_the_port_keeps_answering() -> None:
+    with ScriptedServer(Script(first_token_delay_ms=1, n_tokens=1)).in_thread() as up:
+        port = _free_port()
+        with gateway_child(_args(up.base_url, port), port) as gw:
+            first = _workers(port, gw.pid, 2)
+            os.kill(first[0], signal.SIGKILL)
+            deadline = time.monotonic() + 15
+            now = first
+            while time.monotonic() < deadline:
+                now = [p for p in listener_pids(port) if p != gw.pid]
+                if len(now) == 2 and first[0] not in now:
+                    break
+                time.sleep(0.1)
+            assert len(now) == 2 and first[0] not in now and first[1] in now
+            assert asyncio.run(_many(port, 8)) == [200] * 8
+            assert "restarting it" in gw.stderr_text()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] == "Z"
+    except OSError:
+        return True
