@@ -49,6 +49,8 @@ class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
         self.metrics = GatewayMetrics()
+        workers = config.partition.count
+        self.metrics.worker.track(lambda: float(workers), str(config.partition.index))
         self.models: dict[str, ModelRuntime] = {
             m.name: build_runtime(config, m, self.metrics) for m in config.models
         }
