@@ -11,7 +11,7 @@ of every limit (``admission/partition.py``), and the parts add up to the configu
 This process (the supervisor) serves nothing. It
 - holds the port: a socket bound with SO_REUSEPORT that never listens, so the port (also one
   the kernel chose, ``listen = "127.0.0.1:0"``) stays the gateway's while a worker restarts;
-- starts the workers (forked: they start in milliseconds and share the loaded code's pages);
+- starts the workers (forked after the gateway's modules are imported here, once);
 - restarts a worker that exits without being asked, after 1 s, doubling up to 30 s while it
   keeps dying young (a crash loop must not spin a core);
 - on SIGTERM or SIGINT, forwards SIGTERM to every worker, each of which stops accepting and
@@ -120,6 +120,9 @@ class Supervisor:
 
     def run(self) -> int:
         """Blocking: serve until SIGTERM/SIGINT; 0 after a graceful stop."""
+        # Imported once here, before forking: the workers start without importing it again.
+        from ttft.gateway import serve  # noqa: F401
+
         config = self.config
         self._port_socket = reserve_port(config.host, config.port)
         port = int(self._port_socket.getsockname()[1])
@@ -132,6 +135,8 @@ class Supervisor:
             for slot in self._slots:
                 self._start(slot)
             self._wait_ready()
+            if self._signal is not None:
+                return 0  # asked to stop while starting
             host = config.host if ":" not in config.host else f"[{config.host}]"
             if self.on_all_ready is not None:
                 self.on_all_ready(f"http://{host}:{port}", self.pids())

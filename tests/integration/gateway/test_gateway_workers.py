@@ -8,6 +8,7 @@ would break the limit, and 3 (more than any one worker's part) shows both worker
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import socket
@@ -20,6 +21,9 @@ from typing import Any
 import httpx
 import pytest
 
+from ttft.gateway.admission.partition import Partition
+from ttft.gateway.config import from_mapping
+from ttft.gateway.serve import GatewayThread
 from ttft.testing.gateway_process import gateway_child
 from ttft.testing.proc_cpu import listener_pids
 from ttft.testing.scripted_server import ScriptedServer, Snapshot
@@ -158,3 +162,25 @@ def _zombie(pid: int) -> bool:
             return stat.read().split()[2] == "Z"
     except OSError:
         return True
+
+
+def test_a_worker_without_a_slot_answers_503_and_closes_so_a_retry_lands_elsewhere() -> None:
+    """One slot, two workers: worker 1's part is zero. It does not queue a request for a slot
+    that never comes (503 after queue_timeout_s); it says so at once and closes."""
+    with ScriptedServer(Script(first_token_delay_ms=1, n_tokens=1)).in_thread() as up:
+        raw = {
+            "listen": "127.0.0.1:0",
+            "model": [{"name": "m", "upstreams": [up.base_url], "prerender": False}],
+            "admission": {"max_in_flight": 1},
+            "workers": 2,
+        }
+        config = from_mapping(raw)
+        answers = []
+        for index in (0, 1):
+            worker = dataclasses.replace(config, partition=Partition(index, 2), workers=1)
+            with GatewayThread(worker) as gw:
+                answers.append(httpx.post(gw.url + "/v1/chat/completions", json=BODY, timeout=10))
+    assert answers[0].status_code == 200
+    empty = answers[1]
+    assert empty.status_code == 503 and empty.json()["error"]["code"] == "no_capacity_here"
+    assert empty.headers["connection"] == "close" and empty.headers["retry-after"] == "1"
