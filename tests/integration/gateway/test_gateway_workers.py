@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -184,3 +185,37 @@ def test_a_worker_without_a_slot_answers_503_and_closes_so_a_retry_lands_elsewhe
     empty = answers[1]
     assert empty.status_code == 503 and empty.json()["error"]["code"] == "no_capacity_here"
     assert empty.headers["connection"] == "close" and empty.headers["retry-after"] == "1"
+
+
+def test_with_two_workers_one_keys_slot_share_holds_across_them(tmp_path: Path) -> None:
+    """4 slots, a key may hold 2 of them: each worker lets it hold 1 (its part of 2), so eight
+    requests of one key never hold more than 2 slots in all."""
+    script = Script(first_token_delay_ms=400, n_tokens=2)
+    with ScriptedServer(script).in_thread() as up:
+        port = _free_port()
+        path = tmp_path / "gateway.toml"
+        path.write_text(
+            f'listen = "127.0.0.1:{port}"\napi_keys = ["sk-a"]\nworkers = 2\n'
+            "[admission]\nmax_in_flight = 4\nmax_slots_per_client = 2\n"
+            f'[[model]]\nname = "m"\nengine = "openai"\nprerender = false\n'
+            f'upstreams = ["{up.base_url}"]\n'
+        )
+        with gateway_child(["--config", str(path)], port) as gw:
+            _workers(port, gw.pid, 2)
+
+            async def many() -> list[int]:
+                async def one() -> int:
+                    async with httpx.AsyncClient(timeout=60) as client:
+                        answer = await client.post(
+                            f"http://127.0.0.1:{port}/v1/chat/completions",
+                            json=BODY,
+                            headers={"Authorization": "Bearer sk-a"},
+                        )
+                        return answer.status_code
+
+                return list(await asyncio.gather(*(one() for _ in range(8))))
+
+            codes = asyncio.run(many())
+            snap = up.snapshot()
+    assert codes == [200] * 8
+    assert _peak_at_upstream(snap) <= 2
