@@ -14,6 +14,7 @@ This process (the supervisor) serves nothing. It
 - starts the workers (forked after the gateway's modules are imported here, once);
 - restarts a worker that exits without being asked, after 1 s, doubling up to 30 s while it
   keeps dying young (a crash loop must not spin a core);
+- makes the kernel send each worker SIGTERM if the supervisor dies (even by SIGKILL);
 - on SIGTERM or SIGINT, forwards SIGTERM to every worker, each of which stops accepting and
   lets its running answers finish for up to ``limits.drain_timeout_s``; a worker still alive
   a few seconds after that is killed.
@@ -24,6 +25,7 @@ last listener), so ``--workers`` above 1 is refused there.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import logging
 import multiprocessing
@@ -52,6 +54,7 @@ log = logging.getLogger("ttft.gateway")
 _KILL_AFTER_DRAIN_S = 5.0  # beyond drain_timeout_s, before a worker that has not exited is killed
 _YOUNG_S = 10.0  # a worker that dies sooner than this after its start is in a crash loop
 _MAX_BACKOFF_S = 30.0
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def available_cores() -> int:
@@ -117,6 +120,7 @@ class Supervisor:
         self._ready_recv: Connection | None = None
         self._ready_send: Connection | None = None
         self._port_socket: socket.socket | None = None
+        self._parent_pid = os.getpid()
 
     def run(self) -> int:
         """Blocking: serve until SIGTERM/SIGINT; 0 after a graceful stop."""
@@ -171,6 +175,7 @@ class Supervisor:
         """In the worker: forget the supervisor's signal handlers and port, then serve."""
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, signal.SIG_DFL)
+        _term_with_parent(self._parent_pid)
         if self._port_socket is not None:
             self._port_socket.close()
         from ttft.gateway.serve import run
@@ -253,3 +258,15 @@ class Supervisor:
                 log.error("gateway worker %s did not stop in time: killed", process.pid)
                 process.kill()
                 process.join(5)
+
+
+def _term_with_parent(parent: int) -> None:
+    """Ask the kernel for SIGTERM (a graceful stop) when the supervisor dies, even by SIGKILL:
+    orphaned workers would keep the port and serve with their parts of the limits."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)

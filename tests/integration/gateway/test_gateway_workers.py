@@ -219,3 +219,23 @@ def test_with_two_workers_one_keys_slot_share_holds_across_them(tmp_path: Path) 
             snap = up.snapshot()
     assert codes == [200] * 8
     assert _peak_at_upstream(snap) <= 2
+
+
+def test_workers_stop_when_the_supervisor_is_killed() -> None:
+    with ScriptedServer(Script(first_token_delay_ms=1, n_tokens=1)).in_thread() as up:
+        port = _free_port()
+        cmd = [sys.executable, "-m", "ttft", "gateway", *_args(up.base_url, port)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            workers = _workers(port, proc.pid, 2, within_s=30)
+            proc.kill()
+            proc.wait(10)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and listener_pids(port):
+                time.sleep(0.1)
+            assert listener_pids(port) == []
+        finally:
+            for pid in listener_pids(port):
+                os.kill(pid, signal.SIGKILL)
+    for pid in workers:
+        assert not os.path.exists(f"/proc/{pid}") or _zombie(pid)
