@@ -79,9 +79,9 @@ http {
 
 
 @contextmanager
-def gateway_process(upstream: str, loop: str = "auto") -> Iterator[str]:
+def gateway_process(upstream: str, loop: str = "auto", workers: int = 1) -> Iterator[str]:
     """``ttft gateway`` in a child process, as a user would run it (``loop``: "asyncio" keeps
-    it off uvloop, which it uses when installed)."""
+    it off uvloop, which it uses when installed; ``workers``: its ``--workers``)."""
     port = free_loopback_port()
     args = [
         "--upstream",
@@ -95,6 +95,8 @@ def gateway_process(upstream: str, loop: str = "auto") -> Iterator[str]:
         "4096",
         "--queue-size",
         "4096",
+        "--workers",
+        str(workers),
     ]
     with gateway_child(args, port, env={"TTFT_GATEWAY_LOOP": loop}):
         yield f"http://127.0.0.1:{port}"
@@ -223,7 +225,7 @@ def main() -> None:
         "--paths",
         default="direct,gateway,nginx",
         help="direct, gateway (uvloop when installed), gw-asyncio (the gateway on asyncio's "
-        "own loop), nginx",
+        "own loop), gw-wN (the gateway with --workers N, e.g. gw-w2), nginx",
     )
     parser.add_argument(
         "--clients",
@@ -254,6 +256,11 @@ def main() -> None:
             urls["gateway"] = stack.enter_context(gateway_process(upstream.base_url))
         if "gw-asyncio" in paths:
             urls["gw-asyncio"] = stack.enter_context(gateway_process(upstream.base_url, "asyncio"))
+        for path in paths:
+            if path.startswith("gw-w") and path[4:].isdigit():
+                urls[path] = stack.enter_context(
+                    gateway_process(upstream.base_url, workers=int(path[4:]))
+                )
         if "nginx" in paths:
             urls["nginx"] = stack.enter_context(run_nginx(NGINX, upstream.base_url))
         # The proxies' processes (an nginx master and worker, a gateway), for their CPU time.

@@ -103,6 +103,13 @@ from ttft.gateway import config as gwconfig
     default=None,
     help="Seconds a request may wait for a slot [30].",
 )
+@click.option(
+    "--workers",
+    default=None,
+    metavar="N|auto",
+    help="Processes serving the port (Linux, SO_REUSEPORT), each admitting its part of every "
+    "limit, so the limits hold across them; auto: one per core this process may use [1].",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log every upstream state change.")
 def gateway(
     config_path: Path | None,
@@ -122,6 +129,7 @@ def gateway(
     no_lanes: bool,
     long_reserve: int | None,
     queue_timeout: float | None,
+    workers: str | None,
     verbose: bool,
 ) -> None:
     """An OpenAI-compatible front door for llama-server, vLLM or SGLang replicas.
@@ -155,6 +163,7 @@ def gateway(
         no_lanes=no_lanes,
         queue_timeout=queue_timeout,
         long_reserve=long_reserve,
+        workers=workers,
     ).config()
     from ttft.gateway.app import Gateway
     from ttft.gateway.serve import run
@@ -173,10 +182,23 @@ def gateway(
                 "use the upstreams (--api-key-env NAME to require keys)",
                 err=True,
             )
-        click.echo(f"ttft gateway listening on {gw.url}", err=True)
+        if config.workers == 1:
+            click.echo(f"ttft gateway listening on {gw.url}", err=True)
 
     try:
-        run(config, ready)
+        if config.workers > 1:
+            from ttft.gateway.workers import Supervisor
+
+            def all_ready(url: str, pids: list[int]) -> None:
+                pid_list = " ".join(map(str, pids))
+                click.echo(
+                    f"ttft gateway listening on {url} with {len(pids)} workers (pids {pid_list})",
+                    err=True,
+                )
+
+            Supervisor(config, on_ready=ready, on_all_ready=all_ready).run()
+        else:
+            run(config, ready)
     except OSError as exc:
         raise TtftError(
             f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}",

@@ -11,6 +11,7 @@ from pathlib import Path
 from ttft.core.errors import TtftError
 from ttft.gateway import config as gwconfig
 from ttft.gateway.config import GatewayConfig, ModelConfig, UpstreamConfig
+from ttft.gateway.workers import available_cores, check_supported
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class GatewayCliOptions:
     no_lanes: bool
     queue_timeout: float | None
     long_reserve: int | None = None
+    workers: str | None = None  # a number, or "auto" (one per core); None: the file's (1)
 
     def config(self) -> GatewayConfig:
         """The configuration to run; a contradiction or a bad value is a TtftError with the fix."""
@@ -81,7 +83,23 @@ class GatewayCliOptions:
                 self.queue_timeout if self.queue_timeout is not None else admission.queue_timeout_s
             ),
         )
-        return dataclasses.replace(config, api_keys=tuple(keys), admission=admission)
+        workers = config.workers if self.workers is None else _workers(self.workers)
+        check_supported(workers)
+        return dataclasses.replace(
+            config, api_keys=tuple(keys), admission=admission, workers=workers
+        )
+
+
+def _workers(text: str) -> int:
+    """``--workers``: a whole number from 1, or ``auto`` (the cores this process may use)."""
+    if text.strip().lower() == "auto":
+        return available_cores()
+    if not text.strip().isdigit() or not 1 <= int(text) <= gwconfig.MAX_WORKERS:
+        raise TtftError(
+            f"--workers: expected a number from 1 to {gwconfig.MAX_WORKERS} or auto, got {text!r}",
+            "--workers 4, or --workers auto for one per core",
+        )
+    return int(text)
 
 
 def _from_flags(

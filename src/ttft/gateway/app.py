@@ -25,13 +25,13 @@ from ttft.gateway.hosts import allowed_hosts, host_name
 from ttft.gateway.http.budget import server_busy
 from ttft.gateway.http.server import HttpServer, Request, Response
 from ttft.gateway.metrics import GatewayMetrics
+from ttft.gateway.prerender_setup import setup_prerender
 from ttft.gateway.proxy import CHAT, COMPLETIONS, Proxy, check_method
 from ttft.gateway.runtime import (
     ModelRuntime,
     build_runtime,
     check_health,
     health_loop,
-    setup_prerender,
 )
 from ttft.gateway.validate import parse_body
 
@@ -49,12 +49,17 @@ class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
         self.metrics = GatewayMetrics()
+        workers = config.partition.count
+        self.metrics.worker.track(lambda: float(workers), str(config.partition.index))
         self.models: dict[str, ModelRuntime] = {
             m.name: build_runtime(config, m, self.metrics) for m in config.models
         }
         self.proxy = Proxy(config, self.models, self.metrics)
+        part = config.partition  # with several workers, this process's part of each limit
         self.shares = ClientShares(
-            config.admission.max_requests_per_client, self.metrics, keyed=bool(config.api_keys)
+            part.limit(config.admission.max_requests_per_client),
+            self.metrics,
+            keyed=bool(config.api_keys),
         )
         limits = config.limits
         self.server = HttpServer(
@@ -62,8 +67,10 @@ class Gateway:
             precheck=self.precheck,
             max_header_bytes=limits.max_header_bytes,
             max_body_bytes=limits.max_body_bytes,
-            max_bodies_in_flight_bytes=limits.max_bodies_in_flight_bytes,
-            max_bodies_in_flight_bytes_per_client=limits.max_bodies_in_flight_bytes_per_client,
+            max_bodies_in_flight_bytes=part.part(limits.max_bodies_in_flight_bytes),
+            max_bodies_in_flight_bytes_per_client=part.limit(
+                limits.max_bodies_in_flight_bytes_per_client
+            ),
             body_timeout_s=limits.body_timeout_s,
             max_connections=limits.max_connections,
             max_connections_per_client=limits.max_connections_per_client,
@@ -124,7 +131,9 @@ class Gateway:
             )
         if setups:
             await asyncio.wait(setups, timeout=wait_prerender_s)
-        await self.server.start(self.config.host, self.config.port)
+        await self.server.start(
+            self.config.host, self.config.port, reuse_port=self.config.workers > 1
+        )
         if not self._keys:
             log.warning(
                 "no API keys configured: the gateway is open to anyone who can reach %s", self.url

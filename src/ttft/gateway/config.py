@@ -18,10 +18,9 @@ silently ignored. Upstreams come only from here; the gateway never proxies to a 
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,10 @@ from ttft.core.errors import TtftError
 from ttft.core.target import Target
 from ttft.engines.adapter import EngineAdapter
 from ttft.engines.registry import adapter_for, engine_kinds
+from ttft.gateway.admission.partition import SOLE, Partition
+from ttft.gateway.config_checks import api_keys, fail, section, table
+from ttft.gateway.config_checks import check_upstream_url as check_upstream_url  # public here
+from ttft.gateway.config_checks import parse_listen as parse_listen
 
 # An OpenAI-compatible upstream that ttft knows nothing more about (no control endpoints).
 GENERIC_ENGINE = "openai"
@@ -185,110 +188,67 @@ class GatewayConfig:
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     routing: RoutingConfig = field(default_factory=RoutingConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    # Processes accepting on the port (SO_REUSEPORT), each admitting its part of every limit
+    # (admission/partition.py); ``partition`` is which part this process is (set per worker).
+    workers: int = 1
+    partition: Partition = SOLE
 
     def model(self, name: str) -> ModelConfig | None:
         return next((m for m in self.models if m.name == name), None)
 
 
-def _fail(where: str, problem: str, fix: str | None = None) -> TtftError:
-    return TtftError(f"{where}: {problem}", fix)
+MAX_WORKERS = 256
 
-
-def parse_listen(text: str, where: str = "listen") -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise _fail(where, f"{text!r} is not host:port", 'write it like "127.0.0.1:8000"')
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
-def check_upstream_url(url: str, where: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _fail(where, f"{url!r} is not an http(s) URL", 'e.g. "http://127.0.0.1:8080"')
-    try:
-        _ = parts.port
-    except ValueError:
-        raise _fail(where, f"bad port in {url!r}") from None
-    if parts.query or parts.fragment:
-        raise _fail(where, f"{url!r} has a query or fragment", "give the server's root URL")
-    root = parts.path.rstrip("/")
-    # ".../v1" is how OpenAI clients are configured; the gateway appends /v1 itself.
-    if root.endswith("/v1"):
-        root = root[:-3]
-    return f"{parts.scheme}://{parts.netloc}{root}"
-
-
-def _section(
-    raw: Mapping[str, Any], cls: type[Any], where: str, skip: tuple[str, ...] = ()
-) -> dict[str, Any]:
-    """Check ``raw``'s keys and value types against dataclass ``cls``; return the values."""
-    known = {f.name: f for f in fields(cls) if f.name not in skip}
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
-        spec = known.get(key)
-        if spec is None:
-            raise _fail(where, f"unknown key {key!r}", f"known keys: {', '.join(sorted(known))}")
-        values[key] = _typed(value, spec.type, f"{where}.{key}")
-    return values
-
-
-def _typed(value: Any, type_name: Any, where: str) -> Any:
-    """Check one value against the field's annotation (a string: annotations are postponed)."""
-    kind = str(type_name).split("|")[0].strip()
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise _fail(where, f"expected true or false, got {value!r}")
-        return value
-    if kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise _fail(where, f"expected a whole number >= 0, got {value!r}")
-        return value
-    if kind == "float":
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise _fail(where, f"expected a positive number, got {value!r}")
-        return float(value)
-    if kind == "str":
-        if not isinstance(value, str):
-            raise _fail(where, f"expected a string, got {value!r}")
-        return value
-    raise _fail(where, "this key cannot be set here")
+# The keys a file may have at its top level (tables included).
+TOP_KEYS = (
+    "listen",
+    "api_keys",
+    "api_keys_env",
+    "public_metrics",
+    "allowed_hosts",
+    "model",
+    "admission",
+    "routing",
+    "limits",
+    "workers",
+)
 
 
 def _upstream(raw: Any, where: str) -> UpstreamConfig:
     if isinstance(raw, str):
         return UpstreamConfig(url=check_upstream_url(raw, where))
     if not isinstance(raw, dict):
-        raise _fail(where, "expected a URL string or a table with url = ...")
-    values = _section(raw, UpstreamConfig, where)
+        raise fail(where, "expected a URL string or a table with url = ...")
+    values = section(raw, UpstreamConfig, where)
     if "url" not in values:
-        raise _fail(where, "missing url")
+        raise fail(where, "missing url")
     values["url"] = check_upstream_url(values["url"], where)
     if values.get("max_in_flight") == 0:
-        raise _fail(where + ".max_in_flight", "must be at least 1")
+        raise fail(where + ".max_in_flight", "must be at least 1")
     return UpstreamConfig(**values)
 
 
 def _model(raw: Any, where: str) -> ModelConfig:
     if not isinstance(raw, dict):
-        raise _fail(where, "expected a table")
+        raise fail(where, "expected a table")
     upstreams_raw = raw.get("upstreams")
     aliases = raw.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
-        raise _fail(where + ".aliases", "expected a list of model names")
+        raise fail(where + ".aliases", "expected a list of model names")
     rest = {k: v for k, v in raw.items() if k not in ("upstreams", "aliases")}
-    values = _section(rest, ModelConfig, where, skip=("upstreams", "aliases"))
+    values = section(rest, ModelConfig, where, skip=("upstreams", "aliases"))
     if not values.get("name"):
-        raise _fail(where, "missing name", 'every [[model]] needs name = "..." (what clients send)')
+        raise fail(where, "missing name", 'every [[model]] needs name = "..." (what clients send)')
     if not isinstance(upstreams_raw, list) or not upstreams_raw:
-        raise _fail(where, "missing upstreams", 'upstreams = ["http://127.0.0.1:8080"]')
+        raise fail(where, "missing upstreams", 'upstreams = ["http://127.0.0.1:8080"]')
     ups = tuple(_upstream(u, f"{where}.upstreams[{i}]") for i, u in enumerate(upstreams_raw))
     urls = [u.url for u in ups]
     if len(set(urls)) != len(urls):
-        raise _fail(where, "an upstream URL is listed twice")
+        raise fail(where, "an upstream URL is listed twice")
     engine = values.get("engine", "llamacpp")
     engine = values["engine"] = ENGINE_ALIASES.get(engine, engine)
     if engine not in engine_choices():
-        raise _fail(
+        raise fail(
             where + ".engine", f"unknown engine {engine!r}", f"one of {', '.join(engine_choices())}"
         )
     return ModelConfig(upstreams=ups, aliases=tuple(aliases), **values)
@@ -296,20 +256,10 @@ def _model(raw: Any, where: str) -> ModelConfig:
 
 def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfig:
     """Build and check a configuration from decoded TOML (or an equivalent dict)."""
-    top_known = {
-        "listen",
-        "api_keys",
-        "api_keys_env",
-        "public_metrics",
-        "allowed_hosts",
-        "model",
-        "admission",
-        "routing",
-        "limits",
-    }
+    top_known = set(TOP_KEYS)
     unknown = set(raw) - top_known
     if unknown:
-        raise _fail(
+        raise fail(
             origin,
             f"unknown key(s) {', '.join(sorted(unknown))}",
             f"known keys: {', '.join(sorted(top_known))}",
@@ -317,33 +267,40 @@ def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfi
     host, port = parse_listen(str(raw.get("listen", "127.0.0.1:8000")), f"{origin}: listen")
     models_raw = raw.get("model")
     if not isinstance(models_raw, list) or not models_raw:
-        raise _fail(origin, "no [[model]] table", "add [[model]] with name and upstreams")
+        raise fail(origin, "no [[model]] table", "add [[model]] with name and upstreams")
     models = tuple(_model(m, f"{origin}: model[{i}]") for i, m in enumerate(models_raw))
     names = [m.name for m in models]
     if len(set(names)) != len(names):
-        raise _fail(origin, "two [[model]] tables have the same name")
-    keys, boosts = _api_keys(raw, origin)
+        raise fail(origin, "two [[model]] tables have the same name")
+    keys, boosts = api_keys(raw, origin)
     hosts = raw.get("allowed_hosts", [])
     if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
-        raise _fail(f"{origin}: allowed_hosts", "expected a list of host names")
+        raise fail(f"{origin}: allowed_hosts", "expected a list of host names")
     admission = AdmissionConfig(
-        **_section(_table(raw, "admission", origin), AdmissionConfig, f"{origin}: admission")
+        **section(table(raw, "admission", origin), AdmissionConfig, f"{origin}: admission")
     )
     routing = RoutingConfig(
-        **_section(_table(raw, "routing", origin), RoutingConfig, f"{origin}: routing")
+        **section(table(raw, "routing", origin), RoutingConfig, f"{origin}: routing")
     )
     limits = LimitsConfig(
-        **_section(_table(raw, "limits", origin), LimitsConfig, f"{origin}: limits")
+        **section(table(raw, "limits", origin), LimitsConfig, f"{origin}: limits")
     )
     if admission.max_in_flight is not None and admission.max_in_flight < 1:
-        raise _fail(f"{origin}: admission.max_in_flight", "must be at least 1")
+        raise fail(f"{origin}: admission.max_in_flight", "must be at least 1")
     if routing.block_tokens < 1 or routing.virtual_nodes < 1:
-        raise _fail(f"{origin}: routing", "block_tokens and virtual_nodes must be at least 1")
+        raise fail(f"{origin}: routing", "block_tokens and virtual_nodes must be at least 1")
     if routing.load_factor < 1.0:
-        raise _fail(f"{origin}: routing.load_factor", "must be at least 1.0")
+        raise fail(f"{origin}: routing.load_factor", "must be at least 1.0")
+    workers = raw.get("workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise fail(
+            f"{origin}: workers",
+            f"expected a whole number from 1 to {MAX_WORKERS}, got {workers!r}",
+            "one per core the gateway may use is the most that helps",
+        )
     public = raw.get("public_metrics", False)
     if not isinstance(public, bool):
-        raise _fail(f"{origin}: public_metrics", "expected true or false")
+        raise fail(f"{origin}: public_metrics", "expected true or false")
     return GatewayConfig(
         models=models,
         host=host,
@@ -355,53 +312,8 @@ def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfi
         admission=admission,
         routing=routing,
         limits=limits,
+        workers=workers,
     )
-
-
-def _table(raw: Mapping[str, Any], name: str, origin: str) -> Mapping[str, Any]:
-    value = raw.get(name, {})
-    if not isinstance(value, dict):
-        raise _fail(f"{origin}: {name}", "expected a table")
-    return value
-
-
-def _api_keys(
-    raw: Mapping[str, Any], origin: str
-) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:
-    """Keys: strings, or tables ``{ key = "...", max_priority_boost = N }``."""
-    entries = raw.get("api_keys", [])
-    if not isinstance(entries, list):
-        raise _fail(f"{origin}: api_keys", "expected a list of keys")
-    keys: list[str] = []
-    boosts: list[tuple[str, int]] = []
-    for i, entry in enumerate(entries):
-        where = f"{origin}: api_keys[{i}]"
-        if isinstance(entry, dict):
-            unknown = set(entry) - {"key", "max_priority_boost"}
-            if unknown:
-                raise _fail(where, f"unknown key(s) {', '.join(sorted(unknown))}")
-            key, boost = entry.get("key"), entry.get("max_priority_boost", 0)
-            if isinstance(boost, bool) or not isinstance(boost, int) or boost < 0:
-                raise _fail(where + ".max_priority_boost", "expected a whole number >= 0")
-            if isinstance(key, str) and key:
-                boosts.append((key, boost))
-            entry = key
-        if not isinstance(entry, str) or not entry:
-            raise _fail(where, 'expected non-empty strings or { key = "..." } tables')
-        keys.append(entry)
-    env = raw.get("api_keys_env")
-    if env is not None:
-        if not isinstance(env, str):
-            raise _fail(f"{origin}: api_keys_env", "expected the name of an environment variable")
-        value = os.environ.get(env)
-        if value is None:
-            raise _fail(
-                f"{origin}: api_keys_env",
-                f"the environment variable {env} is not set",
-                f"export {env}=key1,key2 (or remove api_keys_env for an open gateway)",
-            )
-        keys += [k.strip() for k in value.split(",") if k.strip()]
-    return tuple(keys), tuple(boosts)
 
 
 def load(path: Path) -> GatewayConfig:

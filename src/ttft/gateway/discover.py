@@ -24,6 +24,7 @@ from typing import Any
 from ttft.client.errors import RequestFailed
 from ttft.engines import control
 from ttft.gateway.admission.lanes import resolve_long_reserve
+from ttft.gateway.admission.partition import SOLE, Partition
 from ttft.gateway.admission.slot_pins import SlotPins
 from ttft.gateway.config import GatewayConfig, engine_adapter
 from ttft.gateway.runtime import ModelRuntime, Replica, fetch
@@ -74,13 +75,20 @@ def total_slots(props: dict[str, Any]) -> int | None:
 
 
 def apply_slots(
-    replica: Replica, slots: int, configured_reserve: int | None, pin: bool = True
+    replica: Replica,
+    slots: int,
+    configured_reserve: int | None,
+    pin: bool = True,
+    partition: Partition = SOLE,
 ) -> None:
-    """Set a replica's cap to the engine's slot count; waiting requests may start at once.
-    With ``pin`` and a short-lane reserve, requests are also sent to chosen slots."""
+    """Set a replica's cap to the engine's slot count (this worker's part of it); waiting
+    requests may start at once. With ``pin`` and a short-lane reserve, requests are also sent
+    to chosen slots (one worker only: two would pin requests to the same slot)."""
     admission = replica.admission
+    whole, slots = slots, partition.part(slots, replica.index)
+    pin = pin and partition.count == 1
     if admission.max_in_flight != slots:
-        log.info("upstream %s: %d slots (from /props)", replica.name, slots)
+        log.info("upstream %s: %d of its %d slots (from /props)", replica.name, slots, whole)
     admission.max_in_flight = slots
     admission.long_reserve = resolve_long_reserve(configured_reserve, slots)
     if pin and admission.split_lanes and admission.long_reserve > 0:
@@ -116,7 +124,11 @@ async def discover_replica(
                 slots = total_slots(props)
                 if slots is not None:
                     apply_slots(
-                        replica, slots, config.admission.long_reserve, config.admission.pin_slots
+                        replica,
+                        slots,
+                        config.admission.long_reserve,
+                        config.admission.pin_slots,
+                        config.partition,
                     )
         if not (want_names or want_slots) or attempt == attempts - 1:
             return

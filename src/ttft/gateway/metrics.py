@@ -201,5 +201,14 @@ class GatewayMetrics:
             r,
         )
 
+        # With --workers N, a scrape is answered by whichever worker accepted its connection,
+        # and every other series is that worker's alone: this says which one it was.
+        self.worker = Gauge(
+            p + "worker",
+            "The number of gateway workers; its label is the worker that answered this scrape.",
+            ("worker",),
+            r,
+        )
+
     def render(self) -> bytes:
         return prom.generate_latest(self.registry)

@@ -135,3 +135,11 @@ def test_streams_pass_on_either_event_loop_and_closing_clients_keep_upstream_con
             assert len(snap.logs) == 10
             assert snap.connections_opened == 1, snap.connections_opened
         assert "Traceback" not in gateway.stderr_text(), gateway.stderr_text()
+
+
+def test_bad_worker_counts_are_one_line_errors() -> None:
+    for value in ("0", "two", "-1"):
+        out = ttft_gateway("--upstream", "http://127.0.0.1:1", "--workers", value)
+        assert out.returncode == 2 and "--workers: expected a number" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
+    assert "--workers" in ttft_gateway("--help").stdout

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
 from ttft.core.errors import TtftError
-from ttft.gateway.config import from_mapping, load, parse_listen
+from ttft.gateway.config import (
+    TOP_KEYS,
+    AdmissionConfig,
+    LimitsConfig,
+    ModelConfig,
+    RoutingConfig,
+    UpstreamConfig,
+    from_mapping,
+    load,
+    parse_listen,
+)
 
 MINIMAL = {"model": [{"name": "m", "upstreams": ["http://127.0.0.1:8080"]}]}
 
@@ -26,6 +38,30 @@ def test_the_example_config_in_examples_loads() -> None:
     root = Path(__file__).resolve().parents[3]
     config = load(root / "examples" / "gateway.toml")
     assert config.models and all(m.upstreams for m in config.models)
+
+
+def test_every_key_the_config_accepts_is_shown_in_the_example() -> None:
+    """A new key must be documented in examples/gateway.toml (set, or commented out)."""
+    root = Path(__file__).resolve().parents[3]
+    text = (root / "examples" / "gateway.toml").read_text(encoding="utf-8")
+    tables = set(re.findall(r"(?m)^#?\s*\[+([a-z_]+)\]+", text))
+    shown = set(re.findall(r"(?m)^\s*#?\s*([a-z_]+)\s*=", text))
+    shown |= set(re.findall(r"[{,]\s*([a-z_]+)\s*=", text))  # inline tables
+    sections = {
+        "admission": AdmissionConfig,
+        "routing": RoutingConfig,
+        "limits": LimitsConfig,
+        "model": ModelConfig,
+        "upstream": UpstreamConfig,
+    }
+    missing = [f"top.{key}" for key in TOP_KEYS if key not in shown | tables]
+    missing += [
+        f"{where}.{f.name}"
+        for where, cls in sections.items()
+        for f in fields(cls)
+        if f.name not in shown
+    ]
+    assert not missing, f"not in examples/gateway.toml: {missing}"
 
 
 def test_upstreams_mix_urls_and_tables_and_lose_a_trailing_v1(tmp_path: Path) -> None:

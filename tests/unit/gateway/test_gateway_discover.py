@@ -185,16 +185,16 @@ def test_an_upstream_answer_nested_past_the_recursion_limit_is_no_answer(
     raw: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """It raised RecursionError out of the discovery task, which died: never asked again."""
-    from ttft.gateway import discover, runtime
+    from ttft.gateway import discover, prerender_setup
 
     async def fetch(replica: Replica, call: control.Call, timeout_s: float = 5.0) -> Any:
         return 200, raw
 
     monkeypatch.setattr(discover, "fetch", fetch)
-    monkeypatch.setattr(runtime, "fetch", fetch)
+    monkeypatch.setattr(prerender_setup, "fetch", fetch)
     _, rt = _runtime()
     assert asyncio.run(discover.fetch_json(rt.replicas[0], control.MODELS)) == {}
-    assert asyncio.run(runtime._first_json(rt, control.PROPS)) is None
+    assert asyncio.run(prerender_setup._first_json(rt, control.PROPS)) is None
 
 
 def test_model_names_with_control_characters_are_dropped() -> None:

@@ -125,6 +125,10 @@ class Admission:
 
     @property
     def has_room(self) -> bool:
+        # No slot at all (this worker's part of a replica with fewer slots than workers):
+        # no room either, or a request would only wait for its queue timeout.
+        if self.max_in_flight <= 0:
+            return False
         return self.in_flight < self.max_in_flight or self.waiting < self.queue_size
 
     async def acquire(

@@ -17,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from ttft.gateway.errors import GatewayError
 from ttft.gateway.http.budget import BodyIntake, server_busy
 from ttft.gateway.http.response import Response
+from ttft.gateway.http.socket_side import SocketSide
 from ttft.gateway.http.wire import BadHead, HeadParser, Request, framing, plain_head
 
 if TYPE_CHECKING:
@@ -35,14 +35,12 @@ _clock = time.perf_counter_ns
 _PIPELINE_SLACK = 16 * 1024
 
 
-class Connection(asyncio.Protocol):
+class Connection(SocketSide):
     """One client connection: parses requests, runs the handler, one request at a time."""
 
     def __init__(self, server: HttpServer) -> None:
+        super().__init__(server.now)
         self.server = server
-        self.transport: asyncio.Transport | None = None
-        self.closed = False
-        self.write_paused = False
         self.http11 = True
         self.peer = ""
         self.client = ""  # the peer's address, what per-client limits count
@@ -57,10 +55,6 @@ class Connection(asyncio.Protocol):
         self._request_started_ns = 0
         self._task: asyncio.Task[None] | None = None
         self._response: Response | None = None
-        self._deadline: float | None = None
-        self._on_deadline: Callable[[], None] | None = None
-        self._write_deadline: float | None = None
-        self._reading_paused = False
         self._held = False  # an answer ended while write-paused: the next waits for a resume
         self._refused = False
 
@@ -378,17 +372,7 @@ class Connection(asyncio.Protocol):
             return
         self._arm(2.0, self.abort)
 
-    # -- timers and closing -------------------------------------------------------------
-
-    def _arm(self, delay_s: float, callback: Callable[[], None]) -> None:
-        # A deadline the server's sweeper checks, not a timer per request: arming and
-        # disarming twice per request would cost more than the request's own parsing.
-        self._deadline = self.server.now() + delay_s
-        self._on_deadline = callback
-
-    def _disarm(self) -> None:
-        self._deadline = None
-        self._on_deadline = None
+    # -- timers --------------------------------------------------------------------------
 
     def sweep(self, now: float) -> None:
         if self._write_deadline is not None and now >= self._write_deadline:
@@ -413,21 +397,3 @@ class Connection(asyncio.Protocol):
                 f"the request did not arrive within {self.server.read_timeout_s} s",
                 "request_timeout",
             )
-
-    def _pause_reading(self) -> None:
-        if not self._reading_paused and self.transport is not None:
-            self._reading_paused = True
-            self.transport.pause_reading()
-
-    def _resume_reading(self) -> None:
-        if self._reading_paused and self.transport is not None and not self.closed:
-            self._reading_paused = False
-            self.transport.resume_reading()
-
-    def close_after_write(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()  # flushes what is buffered, then closes
-
-    def abort(self) -> None:
-        if self.transport is not None:
-            self.transport.abort()

@@ -154,7 +154,9 @@ class HttpServer:
             for conn in list(self.lingering):
                 conn.sweep(now)
 
-    async def start(self, host: str, port: int) -> None:
+    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> None:
+        """Listen; with ``reuse_port`` beside other processes on the same port (SO_REUSEPORT:
+        the kernel spreads new connections over them)."""
         loop = asyncio.get_running_loop()
         self._loop = loop
         install_accept_log(loop)
@@ -178,7 +180,12 @@ class HttpServer:
         # Accepting early takes that work off the request's path; a silent connection is held
         # for first_request_timeout_s at most and counts against the per-client cap.
         self._server = await loop.create_server(
-            lambda: Connection(self), host, port, backlog=4096, reuse_address=True
+            lambda: Connection(self),
+            host,
+            port,
+            backlog=4096,
+            reuse_address=True,
+            reuse_port=reuse_port or None,
         )
         sock = self._server.sockets[0].getsockname()
         self.host, self.port = str(sock[0]), int(sock[1])

@@ -1,0 +1,241 @@
+"""``ttft gateway --workers 2``: two processes on one port, with admission that holds across them.
+
+Each worker admits its part of a replica's slots (``admission/partition.py``): with 3 slots and
+2 workers, 2 and 1. The scripted upstream counts how many requests it holds at once; more than 3
+would break the limit, and 3 (more than any one worker's part) shows both workers served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ttft.gateway.admission.partition import Partition
+from ttft.gateway.config import from_mapping
+from ttft.gateway.serve import GatewayThread
+from ttft.testing.gateway_process import gateway_child
+from ttft.testing.proc_cpu import listener_pids
+from ttft.testing.scripted_server import ScriptedServer, Snapshot
+from ttft.testing.sse_script import Script
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="--workers needs SO_REUSEPORT (Linux)"
+)
+
+BODY: dict[str, Any] = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "hi"}],
+    "stream": True,
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _args(upstream: str, port: int, *extra: str) -> list[str]:
+    return [
+        "--upstream",
+        upstream,
+        "--engine",
+        "openai",
+        "--model",
+        "m",
+        "--no-prerender",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "2",
+        *extra,
+    ]
+
+
+def _peak_at_upstream(snap: Snapshot) -> int:
+    """The most requests the upstream held at once (from arrival to its last written piece)."""
+    edges: list[tuple[int, int]] = []
+    for log in snap.logs:
+        end = log.events[-1][1] if log.events else log.received_ns
+        edges += [(log.received_ns, 1), (end, -1)]
+    peak = now = 0
+    for _, step in sorted(edges):  # an end before a start at the same instant
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+async def _many(port: int, count: int) -> list[int]:
+    async def one() -> int:
+        # A client each: a connection each, which the kernel spreads over the workers.
+        async with httpx.AsyncClient(timeout=60) as client:
+            answer = await client.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=BODY)
+            return answer.status_code
+
+    return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
+def _workers(port: int, supervisor: int, want: int, within_s: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        pids = [p for p in listener_pids(port) if p != supervisor]
+        if len(pids) == want:
+            return pids
+        time.sleep(0.1)
+    raise AssertionError(f"expected {want} workers on {port}, found {listener_pids(port)}")
+
+
+def test_with_two_workers_the_in_flight_limit_holds_exactly_across_them() -> None:
+    script = Script(first_token_delay_ms=400, n_tokens=2)
+    with ScriptedServer(script).in_thread() as up:
+        port = _free_port()
+        with gateway_child(_args(up.base_url, port, "--max-in-flight", "3"), port) as gw:
+            workers = _workers(port, gw.pid, 2)
+            assert gw.pid not in workers  # the supervisor only holds the port
+            codes = asyncio.run(_many(port, 16))
+            snap = up.snapshot()
+    assert codes == [200] * 16  # queued in its worker's lane, never refused
+    assert len(snap.logs) == 16
+    assert _peak_at_upstream(snap) == 3  # never 4; and 3 > one worker's part (2)
+
+
+def test_sigterm_stops_every_worker_after_their_running_answers_end() -> None:
+    script = Script(first_token_delay_ms=1500, n_tokens=3)
+    with ScriptedServer(script).in_thread() as up, tempfile.TemporaryFile() as log:
+        port = _free_port()
+        cmd = [sys.executable, "-m", "ttft", "gateway", *_args(up.base_url, port)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            workers = _workers(port, proc.pid, 2, within_s=30)
+
+            async def stream_then_term() -> int:
+                task = asyncio.ensure_future(_many(port, 2))
+                await asyncio.sleep(0.5)  # both requests are at the upstream, mid-answer
+                os.kill(proc.pid, signal.SIGTERM)
+                codes = await task
+                return sum(1 for c in codes if c == 200)
+
+            finished = asyncio.run(stream_then_term())
+            assert proc.wait(20) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    assert finished == 2  # the streams in flight finished (drain)
+    for pid in workers:
+        assert not os.path.exists(f"/proc/{pid}") or _zombie(pid)
+    assert listener_pids(port) == []
+
+
+def test_a_worker_that_dies_is_replaced_and_the_port_keeps_answering() -> None:
+    with ScriptedServer(Script(first_token_delay_ms=1, n_tokens=1)).in_thread() as up:
+        port = _free_port()
+        with gateway_child(_args(up.base_url, port), port) as gw:
+            first = _workers(port, gw.pid, 2)
+            os.kill(first[0], signal.SIGKILL)
+            deadline = time.monotonic() + 15
+            now = first
+            while time.monotonic() < deadline:
+                now = [p for p in listener_pids(port) if p != gw.pid]
+                if len(now) == 2 and first[0] not in now:
+                    break
+                time.sleep(0.1)
+            assert len(now) == 2 and first[0] not in now and first[1] in now
+            assert asyncio.run(_many(port, 8)) == [200] * 8
+            assert "restarting it" in gw.stderr_text()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_worker_without_a_slot_answers_503_and_closes_so_a_retry_lands_elsewhere() -> None:
+    """One slot, two workers: worker 1's part is zero. It does not queue a request for a slot
+    that never comes (503 after queue_timeout_s); it says so at once and closes."""
+    with ScriptedServer(Script(first_token_delay_ms=1, n_tokens=1)).in_thread() as up:
+        raw = {
+            "listen": "127.0.0.1:0",
+            "model": [{"name": "m", "upstreams": [up.base_url], "prerender": False}],
+            "admission": {"max_in_flight": 1},
+            "workers": 2,
+        }
+        config = from_mapping(raw)
+        answers = []
+        for index in (0, 1):
+            worker = dataclasses.replace(config, partition=Partition(index, 2), workers=1)
+            with GatewayThread(worker) as gw:
+                answers.append(httpx.post(gw.url + "/v1/chat/completions", json=BODY, timeout=10))
+    assert answers[0].status_code == 200
+    empty = answers[1]
+    assert empty.status_code == 503 and empty.json()["error"]["code"] == "no_capacity_here"
+    assert empty.headers["connection"] == "close" and empty.headers["retry-after"] == "1"
+
+
+def test_with_two_workers_one_keys_slot_share_holds_across_them(tmp_path: Path) -> None:
+    """4 slots, a key may hold 2 of them: each worker lets it hold 1 (its part of 2), so eight
+    requests of one key never hold more than 2 slots in all."""
+    script = Script(first_token_delay_ms=400, n_tokens=2)
+    with ScriptedServer(script).in_thread() as up:
+        port = _free_port()
+        path = tmp_path / "gateway.toml"
+        path.write_text(
+            f'listen = "127.0.0.1:{port}"\napi_keys = ["sk-a"]\nworkers = 2\n'
+            "[admission]\nmax_in_flight = 4\nmax_slots_per_client = 2\n"
+            f'[[model]]\nname = "m"\nengine = "openai"\nprerender = false\n'
+            f'upstreams = ["{up.base_url}"]\n'
+        )
+        with gateway_child(["--config", str(path)], port) as gw:
+            _workers(port, gw.pid, 2)
+
+            async def many() -> list[int]:
+                async def one() -> int:
+                    async with httpx.AsyncClient(timeout=60) as client:
+                        answer = await client.post(
+                            f"http://127.0.0.1:{port}/v1/chat/completions",
+                            json=BODY,
+                            headers={"Authorization": "Bearer sk-a"},
+                        )
+                        return answer.status_code
+
+                return list(await asyncio.gather(*(one() for _ in range(8))))
+
+            codes = asyncio.run(many())
+            snap = up.snapshot()
+    assert codes == [200] * 8
+    assert _peak_at_upstream(snap) <= 2
+
+
+def test_workers_stop_when_the_supervisor_is_killed() -> None:
+    with ScriptedServer(Script(first_token_delay_ms=1, n_tokens=1)).in_thread() as up:
+        port = _free_port()
+        cmd = [sys.executable, "-m", "ttft", "gateway", *_args(up.base_url, port)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            workers = _workers(port, proc.pid, 2, within_s=30)
+            proc.kill()
+            proc.wait(10)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and listener_pids(port):
+                time.sleep(0.1)
+            assert listener_pids(port) == []
+        finally:
+            for pid in listener_pids(port):
+                os.kill(pid, signal.SIGKILL)
+    for pid in workers:
+        assert not os.path.exists(f"/proc/{pid}") or _zombie(pid)

@@ -1,0 +1,84 @@
+"""Several workers: each admits its part of every limit, and the parts add up to the limit."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ttft.core.errors import TtftError
+from ttft.gateway.admission.lanes import Admission
+from ttft.gateway.admission.partition import Partition
+from ttft.gateway.config import from_mapping
+from ttft.gateway.discover import apply_slots
+from ttft.gateway.metrics import GatewayMetrics
+from ttft.gateway.runtime import build_runtime
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 7, 16])
+@pytest.mark.parametrize("total", [0, 1, 2, 3, 5, 64, 65])
+def test_the_parts_of_every_worker_add_up_to_the_total(count: int, total: int) -> None:
+    for offset in range(3):
+        parts = [Partition(i, count).part(total, offset) for i in range(count)]
+        assert sum(parts) == total
+        assert max(parts) - min(parts) <= 1
+
+
+def test_left_over_slots_rotate_with_the_replica_so_each_worker_gets_its_fair_total() -> None:
+    # Two replicas of 3 slots, 2 workers: 2+1 and 1+2, not 2+2 and 1+1.
+    totals = [sum(Partition(i, 2).part(3, replica) for replica in (0, 1)) for i in (0, 1)]
+    assert totals == [3, 3]
+
+
+def test_a_per_client_limit_keeps_none_and_zero_and_is_at_least_one() -> None:
+    part = Partition(1, 4)
+    assert part.limit(None) is None and part.limit(0) == 0
+    assert part.limit(2) == 1  # 2 over 4 workers: worker 1 would get 0, a key must be servable
+    assert [Partition(i, 2).limit(5) for i in (0, 1)] == [3, 2]
+
+
+def test_a_worker_builds_its_part_of_each_replica_and_its_queue() -> None:
+    raw = {
+        "model": [{"name": "m", "upstreams": ["http://127.0.0.1:1", "http://127.0.0.1:2"]}],
+        "admission": {"max_in_flight": 3, "queue_size": 5, "max_slots_per_client": 2},
+        "workers": 2,
+    }
+    config = from_mapping(raw)
+    caps, queues = [], []
+    for index in (0, 1):
+        worker = dataclasses.replace(config, partition=Partition(index, 2))
+        runtime = build_runtime(worker, worker.models[0], GatewayMetrics())
+        caps.append([r.admission.max_in_flight for r in runtime.replicas])
+        queues.append([r.admission.queue_size for r in runtime.replicas])
+        assert all(r.admission.client_slots == 1 for r in runtime.replicas)
+    assert caps == [[2, 1], [1, 2]]
+    assert [sum(c) for c in zip(*caps, strict=True)] == [3, 3]
+    assert [sum(q) for q in zip(*queues, strict=True)] == [5, 5]
+
+
+def test_slots_learned_from_the_engine_are_split_too_and_not_pinned() -> None:
+    config = from_mapping(
+        {"model": [{"name": "m", "upstreams": ["http://127.0.0.1:1"]}], "workers": 3}
+    )
+    got = []
+    for index in range(3):
+        runtime = build_runtime(config, config.models[0], GatewayMetrics())
+        replica = runtime.replicas[0]
+        apply_slots(replica, 4, None, pin=True, partition=Partition(index, 3))
+        got.append(replica.admission.max_in_flight)
+        assert replica.slot_pins is None  # two workers would pin requests to the same slot
+    assert got == [2, 1, 1]
+
+
+def test_a_worker_with_no_slot_of_a_replica_has_no_room_there() -> None:
+    assert not Admission(0, 8).has_room  # no waiting for a slot that never comes
+    assert Admission(1, 0).has_room
+
+
+def test_workers_is_checked_in_the_file() -> None:
+    base = {"model": [{"name": "m", "upstreams": ["http://127.0.0.1:1"]}]}
+    assert from_mapping(base).workers == 1
+    with pytest.raises(TtftError, match="workers"):
+        from_mapping({**base, "workers": 0})
+    with pytest.raises(ValueError, match="worker 2 of 2"):
+        Partition(2, 2)
