@@ -147,4 +147,7 @@ def test_a_starved_actor_makes_the_verdict_suspect(
             holder["ctx"].__exit__(None, None, None)  # type: ignore[attr-defined]
     verdict = result.summary.client_health
     assert verdict is not None and verdict.level in ("suspect", "invalid"), verdict
-    assert "worker r" in verdict.reason  # the starved actor is named
+    # The starved worker is among the checks that are not healthy; on a machine that is busy
+    # besides, another check (the driver's own lag) may be the worst and lead the reason.
+    unhealthy = [c.detail for c in verdict.checks if c.level != "healthy"]
+    assert any("worker r" in detail for detail in unhealthy), verdict

@@ -125,7 +125,10 @@ def test_verdict_is_not_invalid_on_an_easy_run_and_names_the_starved_worker(
             holder["ctx"].__exit__(None, None, None)  # type: ignore[attr-defined]
     verdict = hard.summary.client_health
     assert verdict is not None and verdict.level in ("suspect", "invalid"), verdict
-    assert "worker w1" in verdict.reason  # the starved one is named
+    # The starved worker is among the checks that are not healthy; on a machine that is busy
+    # besides, another check (the driver's own lag) may be the worst and lead the reason.
+    unhealthy = [c.detail for c in verdict.checks if c.level != "healthy"]
+    assert any("worker w1" in detail for detail in unhealthy), verdict
     assert verdict.fix
 
 
