@@ -145,7 +145,7 @@ def gateway(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(message)s",
     )
-    config = GatewayCliOptions(
+    options = GatewayCliOptions(
         config_path=config_path,
         upstreams=upstreams,
         model=model,
@@ -164,7 +164,8 @@ def gateway(
         queue_timeout=queue_timeout,
         long_reserve=long_reserve,
         workers=workers,
-    ).config()
+    )
+    config = options.config()
     from ttft.gateway.app import Gateway
     from ttft.gateway.serve import run
 
@@ -196,7 +197,7 @@ def gateway(
                     err=True,
                 )
 
-            Supervisor(config, on_ready=ready, on_all_ready=all_ready).run()
+            Supervisor(config, on_ready=ready, on_all_ready=all_ready, reload=options.config).run()
         else:
             run(config, ready)
     except OSError as exc:
