@@ -140,6 +140,10 @@ def gateway(
     \b
       ttft gateway --upstream http://127.0.0.1:8080 --upstream http://127.0.0.1:8081
       ttft gateway --config gateway.toml
+      ttft gateway --config gateway.toml --workers auto
+
+    SIGTERM stops accepting and lets running answers finish (limits.drain_timeout_s). With
+    --workers, SIGHUP reads the configuration again and replaces the workers one at a time.
     """
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
