@@ -87,6 +87,14 @@ async def _many(port: int, count: int) -> list[int]:
     return list(await asyncio.gather(*(one() for _ in range(count))))
 
 
+async def _at_upstream(up: ScriptedServer, count: int, within_s: float = 20.0) -> None:
+    """Until the upstream has received ``count`` requests (they are then mid-answer)."""
+    deadline = time.monotonic() + within_s
+    while len(up.snapshot().logs) < count:
+        assert time.monotonic() < deadline, "the requests did not reach the upstream"
+        await asyncio.sleep(0.02)
+
+
 def _workers(port: int, supervisor: int, want: int, within_s: float = 10.0) -> list[int]:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -122,7 +130,7 @@ def test_sigterm_stops_every_worker_after_their_running_answers_end() -> None:
 
             async def stream_then_term() -> int:
                 task = asyncio.ensure_future(_many(port, 2))
-                await asyncio.sleep(0.5)  # both requests are at the upstream, mid-answer
+                await _at_upstream(up, 2)  # both requests are mid-answer
                 os.kill(proc.pid, signal.SIGTERM)
                 codes = await task
                 return sum(1 for c in codes if c == 200)
@@ -263,7 +271,7 @@ def test_sighup_replaces_the_workers_with_the_configuration_read_again(tmp_path:
 
             async def reload_during_a_stream() -> int:
                 task = asyncio.ensure_future(_many(port, 1))
-                await asyncio.sleep(0.4)
+                await _at_upstream(up, 1)
                 os.kill(gw.pid, signal.SIGHUP)
                 return (await task)[0]
 
