@@ -140,12 +140,16 @@ def gateway(
     \b
       ttft gateway --upstream http://127.0.0.1:8080 --upstream http://127.0.0.1:8081
       ttft gateway --config gateway.toml
+      ttft gateway --config gateway.toml --workers auto
+
+    SIGTERM stops accepting and lets running answers finish (limits.drain_timeout_s). With
+    --workers, SIGHUP reads the configuration again and replaces the workers one at a time.
     """
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(message)s",
     )
-    config = GatewayCliOptions(
+    options = GatewayCliOptions(
         config_path=config_path,
         upstreams=upstreams,
         model=model,
@@ -164,7 +168,8 @@ def gateway(
         queue_timeout=queue_timeout,
         long_reserve=long_reserve,
         workers=workers,
-    ).config()
+    )
+    config = options.config()
     from ttft.gateway.app import Gateway
     from ttft.gateway.serve import run
 
@@ -196,7 +201,7 @@ def gateway(
                     err=True,
                 )
 
-            Supervisor(config, on_ready=ready, on_all_ready=all_ready).run()
+            Supervisor(config, on_ready=ready, on_all_ready=all_ready, reload=options.config).run()
         else:
             run(config, ready)
     except OSError as exc:

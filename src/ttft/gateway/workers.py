@@ -15,6 +15,7 @@ This process (the supervisor) serves nothing. It
 - restarts a worker that exits without being asked, after 1 s, doubling up to 30 s while it
   keeps dying young (a crash loop must not spin a core);
 - makes the kernel send each worker SIGTERM if the supervisor dies (even by SIGKILL);
+- on SIGHUP, reads the configuration again and replaces the workers one at a time;
 - on SIGTERM or SIGINT, forwards SIGTERM to every worker, each of which stops accepting and
   lets its running answers finish for up to ``limits.drain_timeout_s``; a worker still alive
   a few seconds after that is killed.
@@ -109,6 +110,7 @@ class Supervisor:
         config: GatewayConfig,
         on_ready: Callable[[Gateway], None] | None = None,
         on_all_ready: Callable[[str, list[int]], None] | None = None,
+        reload: Callable[[], GatewayConfig] | None = None,
     ) -> None:
         check_supported(config.workers)
         self.config = config
@@ -121,6 +123,9 @@ class Supervisor:
         self._ready_send: Connection | None = None
         self._port_socket: socket.socket | None = None
         self._parent_pid = os.getpid()
+        self.reload = reload  # SIGHUP: the configuration to replace the workers with
+        self._reload_asked = False
+        self._draining: list[BaseProcess] = []  # replaced workers finishing their answers
 
     def run(self) -> int:
         """Blocking: serve until SIGTERM/SIGINT; 0 after a graceful stop."""
@@ -135,6 +140,7 @@ class Supervisor:
         previous = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
         }
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_hangup)
         try:
             for slot in self._slots:
                 self._start(slot)
@@ -158,6 +164,9 @@ class Supervisor:
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._signal = signum
 
+    def _on_hangup(self, _signum: int, _frame: FrameType | None) -> None:
+        self._reload_asked = True
+
     def _start(self, slot: _Slot) -> None:
         config = dataclasses.replace(
             self.config, partition=Partition(slot.index, self.config.workers)
@@ -173,7 +182,7 @@ class Supervisor:
 
     def _worker_main(self, config: GatewayConfig) -> None:
         """In the worker: forget the supervisor's signal handlers and port, then serve."""
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         _term_with_parent(self._parent_pid)
         if self._port_socket is not None:
@@ -187,7 +196,7 @@ class Supervisor:
             if index == 0 and self.on_ready is not None:
                 self.on_ready(gateway)
             if sender is not None:
-                sender.send(index)
+                sender.send((index, os.getpid()))
 
         try:
             run(config, ready)
@@ -212,12 +221,17 @@ class Supervisor:
                         "see the error it printed above",
                     )
             if self._ready_recv.poll(0.1):
-                waiting.discard(int(self._ready_recv.recv()))
+                index, _pid = self._ready_recv.recv()
+                waiting.discard(index)
 
     def _watch(self) -> None:
         """Restart workers that exit unasked, until a signal asks everyone to stop."""
         assert self._ready_recv is not None
         while self._signal is None:
+            if self._reload_asked:
+                self._reload_asked = False
+                self._replace_all()
+            self._draining = [p for p in self._draining if p.is_alive()]
             now = time.monotonic()
             sentinels: list[Connection | int] = [self._ready_recv]
             for slot in self._slots:
@@ -231,6 +245,49 @@ class Supervisor:
             multiprocessing.connection.wait(sentinels, timeout=0.5)
             while self._ready_recv.poll():
                 self._ready_recv.recv()  # a restarted worker listens again
+
+    def _replace_all(self) -> None:
+        """SIGHUP: read the configuration again and replace the workers one at a time. A new
+        worker listens before the old one is told to stop (SIGTERM: it stops accepting and
+        finishes its answers), so the port never goes unserved; while an old worker drains,
+        its running answers count beside the new worker's part (the limits may be exceeded
+        by those, for up to ``drain_timeout_s``)."""
+        if self.reload is None:
+            log.warning("SIGHUP: no configuration to reload (started without one)")
+            return
+        try:
+            fresh = self.reload()
+        except TtftError as exc:
+            log.error("SIGHUP: configuration refused, the workers keep the old one: %s", exc)
+            return
+        old = self.config
+        if (fresh.host, fresh.workers) != (old.host, old.workers) or fresh.port not in (
+            0,
+            old.port,
+        ):
+            log.error(
+                "SIGHUP: listen and workers cannot change on reload (restart the gateway); "
+                "the workers keep the old configuration"
+            )
+            return
+        self.config = dataclasses.replace(fresh, port=old.port)
+        assert self._ready_recv is not None
+        for slot in self._slots:
+            previous = slot.process
+            self._start(slot)
+            new_pid = slot.process.pid if slot.process is not None else None
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and self._signal is None:
+                if slot.process is None or not slot.process.is_alive():
+                    break  # it died starting: _watch restarts it with the new configuration
+                if self._ready_recv.poll(0.1) and self._ready_recv.recv()[1] == new_pid:
+                    break
+            if previous is not None and previous.is_alive() and previous.pid:
+                os.kill(previous.pid, signal.SIGTERM)
+                self._draining.append(previous)
+        log.warning(
+            "SIGHUP: %d workers replaced with the configuration read again", len(self._slots)
+        )
 
     def _buried(self, slot: _Slot, process: BaseProcess, now: float) -> None:
         young = now - slot.started_at < _YOUNG_S
@@ -248,6 +305,7 @@ class Supervisor:
     def _stop_all(self) -> None:
         """SIGTERM to every worker (each drains its answers), then wait; kill the late ones."""
         alive = [s.process for s in self._slots if s.process is not None and s.process.is_alive()]
+        alive += [p for p in self._draining if p.is_alive()]
         for process in alive:
             if process.pid:
                 os.kill(process.pid, signal.SIGTERM)

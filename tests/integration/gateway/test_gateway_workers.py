@@ -87,6 +87,14 @@ async def _many(port: int, count: int) -> list[int]:
     return list(await asyncio.gather(*(one() for _ in range(count))))
 
 
+async def _at_upstream(up: ScriptedServer, count: int, within_s: float = 20.0) -> None:
+    """Until the upstream has received ``count`` requests (they are then mid-answer)."""
+    deadline = time.monotonic() + within_s
+    while len(up.snapshot().logs) < count:
+        assert time.monotonic() < deadline, "the requests did not reach the upstream"
+        await asyncio.sleep(0.02)
+
+
 def _workers(port: int, supervisor: int, want: int, within_s: float = 10.0) -> list[int]:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -122,7 +130,7 @@ def test_sigterm_stops_every_worker_after_their_running_answers_end() -> None:
 
             async def stream_then_term() -> int:
                 task = asyncio.ensure_future(_many(port, 2))
-                await asyncio.sleep(0.5)  # both requests are at the upstream, mid-answer
+                await _at_upstream(up, 2)  # both requests are mid-answer
                 os.kill(proc.pid, signal.SIGTERM)
                 codes = await task
                 return sum(1 for c in codes if c == 200)
@@ -239,3 +247,46 @@ def test_workers_stop_when_the_supervisor_is_killed() -> None:
                 os.kill(pid, signal.SIGKILL)
     for pid in workers:
         assert not os.path.exists(f"/proc/{pid}") or _zombie(pid)
+
+
+def test_sighup_replaces_the_workers_with_the_configuration_read_again(tmp_path: Path) -> None:
+    """A new worker listens before the old one drains: a stream running through the reload
+    finishes, and the new configuration (a model alias here) is served afterwards."""
+    script = Script(first_token_delay_ms=1200, n_tokens=2)
+    with ScriptedServer(script).in_thread() as up:
+        port = _free_port()
+        path = tmp_path / "gateway.toml"
+
+        def write(aliases: str) -> None:
+            path.write_text(
+                f'listen = "127.0.0.1:{port}"\nworkers = 2\n'
+                f'[[model]]\nname = "m"\nengine = "openai"\nprerender = false\n'
+                f'aliases = [{aliases}]\nupstreams = ["{up.base_url}"]\n'
+            )
+
+        write("")
+        with gateway_child(["--config", str(path)], port) as gw:
+            before = _workers(port, gw.pid, 2)
+            write('"renamed"')
+
+            async def reload_during_a_stream() -> int:
+                task = asyncio.ensure_future(_many(port, 1))
+                await _at_upstream(up, 1)
+                os.kill(gw.pid, signal.SIGHUP)
+                return (await task)[0]
+
+            assert asyncio.run(reload_during_a_stream()) == 200
+            deadline = time.monotonic() + 30
+            after = before
+            while time.monotonic() < deadline:
+                after = [p for p in listener_pids(port) if p != gw.pid]
+                if len(after) == 2 and not set(after) & set(before):
+                    break
+                time.sleep(0.1)
+            assert len(after) == 2 and not set(after) & set(before), (before, after)
+            renamed = {**BODY, "model": "renamed"}
+            answer = httpx.post(
+                f"http://127.0.0.1:{port}/v1/chat/completions", json=renamed, timeout=30
+            )
+            assert answer.status_code == 200
+            assert "replaced" in gw.stderr_text()
