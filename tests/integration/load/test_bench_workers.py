@@ -101,14 +101,19 @@ def test_a_killed_worker_leaves_worker_lost_records_and_the_others_go_on(
     assert "worker_lost" in {c.name for c in health.checks}
 
 
-def test_verdict_is_not_invalid_on_an_easy_run_and_names_the_starved_worker(
+def test_verdict_is_healthy_on_an_easy_run_with_a_core_to_spare_and_names_the_starved_worker(
     server: ScriptedServerProcess, tmp_path: Path
 ) -> None:
     easy = run(server.base_url, tmp_path, [OpenLoop(20.0)], 30, WorkerSetup(2), name="easy.jsonl")
-    assert easy.summary.client_health is not None
-    # Healthy on a quiet machine; a shared machine under load (another test run, a build) is
-    # honestly "suspect" (loop lag past 10 ms), never "invalid" at 20 requests/s.
-    assert easy.summary.client_health.level != "invalid", easy.summary.client_health.reason
+    verdict = easy.summary.client_health
+    assert verdict is not None and verdict.checks
+    # Healthy where the machine has a core to spare. With more runnable processes than cores
+    # (another test run, a build), a schedule lag of 200 ms at 20 requests/s is real and the
+    # verdict rightly says so: then only its evidence is checked.
+    if os.getloadavg()[0] < (os.cpu_count() or 1):
+        assert verdict.level == "healthy", verdict.reason
+    else:
+        assert all(c.detail for c in verdict.checks), verdict
 
     holder: dict[str, object] = {}
 
