@@ -106,14 +106,14 @@ def test_verdict_is_healthy_on_an_easy_run_with_a_core_to_spare_and_names_the_st
 ) -> None:
     easy = run(server.base_url, tmp_path, [OpenLoop(20.0)], 30, WorkerSetup(2), name="easy.jsonl")
     verdict = easy.summary.client_health
-    assert verdict is not None and verdict.checks
+    assert verdict is not None
     # Healthy where the machine has a core to spare. With more runnable processes than cores
     # (another test run, a build), a schedule lag of 200 ms at 20 requests/s is real and the
     # verdict rightly says so: then only its evidence is checked.
     if os.getloadavg()[0] < (os.cpu_count() or 1):
         assert verdict.level == "healthy", verdict.reason
     else:
-        assert all(c.detail for c in verdict.checks), verdict
+        assert verdict.reason and all(c.detail for c in verdict.checks), verdict
 
     holder: dict[str, object] = {}
 
