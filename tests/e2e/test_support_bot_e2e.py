@@ -5,7 +5,10 @@ request change naming the spans that ``ttft lint prompts`` names.
 
 The whole loop with ``tune ab`` (the acceptance: a p50 cut of at least 70%) is the benchmark
 ``benchmarks/seed_story.py --service support-bot --cut 70``: too long for CI. Here the service is
-smaller (fewer requests, shorter rules) and only doctor runs, within its default budget.
+smaller (fewer requests, shorter rules) and only doctor runs. Its budget is raised from the
+default 5 minutes to 12: on a 2-core machine shared with other engine tests, the transport step
+alone was seen taking 400-760 s (prefill ten times slower than unloaded), and the steps after it
+then never ran.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ def test_doctor_plans_the_move_of_the_second_line_with_the_proxy_and_engine_fixe
         doctor = ttft("doctor", "--url", service.url, "--direct-url", service.direct_url,
                       "--nginx-conf", str(service.nginx_conf), "--engine-cmd", service.launch,
                       "--requests-log", str(service.requests_log), "--concurrency", "1,3",
-                      "--plan", str(plan_path), "--format", "json")  # fmt: skip
+                      "--budget", "12", "--plan", str(plan_path),
+                      "--format", "json")  # fmt: skip
         lint = ttft("lint", "prompts", str(service.requests_log),
                     "--url", service.direct_url, "--format", "json")  # fmt: skip
     assert plan_path.exists(), doctor.stderr[-3000:]

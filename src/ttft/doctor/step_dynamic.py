@@ -150,6 +150,14 @@ def _replay(ctx: DoctorContext, step: StepResult, analysis: LogAnalysis) -> None
     first = ctx.sample([WorkItem(_body(bodies[indexes[0]]), "chat", "as-is")])
     first_s = first.duration_ns / 1e9
     chosen = indexes[: _size(ctx, analysis, first_s)]
+    need = first_s * (2 * len(chosen) + 1)
+    if ctx.seconds_left() < need:
+        step.status = StepStatus.OUT_OF_BUDGET
+        step.notes.append(
+            f"the replay needs about {need:.0f} s and {ctx.seconds_left():.0f} s of the budget "
+            "are left (raise --budget)"
+        )
+        return
     if len(chosen) < 2:
         step.notes.append("fewer than 2 requests carry movable dynamic content: nothing to compare")
         return
@@ -165,6 +173,10 @@ def _replay(ctx: DoctorContext, step: StepResult, analysis: LogAnalysis) -> None
     t_before = [v for v in (ttft_ms(r) for r in before) if v is not None]
     t_after = [v for v in (ttft_ms(r) for r in after) if v is not None]
     if not t_before or not t_after:
+        if ctx.seconds_left() < 10:  # the requests' timeout shrinks with the budget left
+            step.status = StepStatus.OUT_OF_BUDGET
+            step.notes.append("the budget ran out during the replay (raise --budget)")
+            return
         step.status = StepStatus.FAILED
         step.notes.append("the replayed requests failed: see the transport step")
         return
