@@ -33,6 +33,7 @@ def ttft(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.timeout(900)  # doctor's 12-minute budget, then lint
 def test_doctor_plans_the_move_of_the_second_line_with_the_proxy_and_engine_fixes(
     tmp_path: Path,
 ) -> None:
@@ -42,7 +43,7 @@ def test_doctor_plans_the_move_of_the_second_line_with_the_proxy_and_engine_fixe
                       "--nginx-conf", str(service.nginx_conf), "--engine-cmd", service.launch,
                       "--requests-log", str(service.requests_log), "--concurrency", "1,3",
                       "--budget", "12", "--plan", str(plan_path),
-                      "--format", "json")  # fmt: skip
+                      "--format", "json", timeout=780)  # fmt: skip
         lint = ttft("lint", "prompts", str(service.requests_log),
                     "--url", service.direct_url, "--format", "json")  # fmt: skip
     assert plan_path.exists(), doctor.stderr[-3000:]
