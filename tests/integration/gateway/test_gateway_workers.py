@@ -160,7 +160,13 @@ def test_a_worker_that_dies_is_replaced_and_the_port_keeps_answering() -> None:
                 if len(now) == 2 and first[0] not in now:
                     break
                 time.sleep(0.1)
-            assert len(now) == 2 and first[0] not in now and first[1] in now
+            # Seen once beside a one-core hog: no listener at all after 15 s (not reproduced in
+            # six runs beside the same hog); the supervisor's log says what it did.
+            assert len(now) == 2 and first[0] not in now and first[1] in now, (
+                first,
+                now,
+                gw.stderr_text()[-3000:],
+            )
             assert asyncio.run(_many(port, 8)) == [200] * 8
             assert "restarting it" in gw.stderr_text()
 
