@@ -241,6 +241,16 @@ def test_nginx_rejects_a_patch_at_the_users_file_and_line(nginx: str, tmp_path: 
     assert f'unknown directive "proxy_bufering" in {snippet}:3' in str(caught.value)
 
 
+def _master_pid(pid_file: Path) -> int:
+    """nginx creates its pid file, then writes it: on a busy machine a read can fall between."""
+    deadline = time.monotonic() + 10
+    while True:
+        text = pid_file.read_text().strip()
+        if text or time.monotonic() > deadline:
+            return int(text)
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("how", ["normal", "exception", "ctrl-c"])
 def test_no_nginx_process_remains_after_the_block(
     nginx: str, engine: ScriptedServer, tmp_path: Path, how: str
@@ -251,7 +261,7 @@ def test_no_nginx_process_remains_after_the_block(
     master = 0
     try:
         with serve_config(tmp_path / "nginx.conf", upstreams=upstreams, nginx=nginx) as proxy:
-            master = int((proxy.prefix / "nginx.pid").read_text())
+            master = _master_pid(proxy.prefix / "nginx.pid")
             os.killpg(master, 0)  # master and workers run, in a process group of their own
             if raised is not None:
                 raise raised()
