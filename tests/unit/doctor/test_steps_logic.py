@@ -67,6 +67,23 @@ def test_queue_time_dominating_ttft_with_waiting_requests_is_queueing() -> None:
     assert step.findings[0].confidence == Confidence.HIGH
 
 
+def test_one_slot_with_requests_seen_waiting_is_queueing_at_under_half_of_ttft() -> None:
+    """Long, uneven prefills on one slot at c=4: the wait was 49% of TTFT p50 in a real run."""
+    step = StepResult("capacity", "c")
+    _queueing_finding(
+        _ctx("llamacpp", 1), step, {1: 1663.0, 4: 10088.0}, {1: 14.0, 4: 4943.0}, {4: 3.0}, 1
+    )
+    assert [f.rule for f in step.findings] == ["capacity/queueing"]
+
+
+def test_a_third_of_ttft_waiting_is_not_enough_without_fewer_slots_than_requests() -> None:
+    step = StepResult("capacity", "c")
+    _queueing_finding(
+        _ctx("llamacpp", 4), step, {1: 300.0, 4: 1200.0}, {1: 5.0, 4: 480.0}, {4: 1.0}, 4
+    )
+    assert step.findings == []
+
+
 def test_slower_batched_prefill_without_waiting_is_not_queueing() -> None:
     """Four slots at concurrency 4: prefill itself is slower (compute), nobody waits."""
     step = StepResult("capacity", "c")
