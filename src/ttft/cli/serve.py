@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 
 import click
 
-from ttft.cli.serve_common import ServeOptions, smoke_request
+from ttft.cli.serve_common import ServeOptions, check_or_hold
 from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
 
 
@@ -98,17 +97,7 @@ def serve(
     try:
         with launch_embedded(**options.launch_settings()) as engine:
             _announce(engine)
-            if check:
-                reply = smoke_request(engine)
-                text = reply["choices"][0]["message"]["content"]
-                click.echo(f"  chat check: {reply['_elapsed_ms']:.0f} ms, reply {text!r}")
-                return
-            click.echo("Ctrl-C stops it.")
-            while engine.process.proc is not None and engine.process.proc.poll() is None:
-                time.sleep(0.5)
-            raise click.ClickException(
-                "llama-server exited on its own. Last log lines:\n" + engine.process.log_tail()
-            )
+            check_or_hold(engine, "llama-server", check)
     except KeyboardInterrupt:
         # The context manager has already stopped the server's whole process group.
         click.echo("\nllama-server stopped.", err=True)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import signal
-import time
 from typing import TYPE_CHECKING
 
 import click
 
-from ttft.cli.serve_common import smoke_request
+from ttft.cli.serve_common import check_or_hold
 from ttft.core.errors import TtftError
 from ttft.engines.vllm.local import RunningVllm, VllmConfig, launch_vllm
 
@@ -40,17 +39,7 @@ def serve_vllm(options: ServeOptions, check: bool) -> None:
     try:
         with launch_vllm(config) as engine:
             _announce(engine)
-            if check:
-                reply = smoke_request(engine)
-                text = reply["choices"][0]["message"]["content"]
-                click.echo(f"  chat check: {reply['_elapsed_ms']:.0f} ms, reply {text!r}")
-                return
-            click.echo("Ctrl-C stops it.")
-            while engine.process.proc is not None and engine.process.proc.poll() is None:
-                time.sleep(0.5)
-            raise click.ClickException(
-                "vLLM exited on its own. Last log lines:\n" + engine.process.log_tail()
-            )
+            check_or_hold(engine, "vLLM", check)
     except TtftError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
