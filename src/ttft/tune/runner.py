@@ -56,6 +56,15 @@ class TrialRunner(Protocol):
     ) -> contextlib.AbstractContextManager[TrialSession]: ...
 
 
+def refuse_target_change(config: Config) -> None:
+    """A trial ttft starts measures that engine: a step that points elsewhere cannot run on it."""
+    if "url" in config:
+        raise TtftError(
+            "a step with another target URL measures services ttft does not start",
+            "run tune ab with --url for chains that change the target",
+        )
+
+
 @dataclass
 class HttpTrialSession:
     """Sends levels to a live target: a warm-up round at the level's concurrency (so every
@@ -204,11 +213,7 @@ class LlamaCppRunner:
         from ttft.engines.llamacpp.embedded import launch_embedded, llama_server_binary
         from ttft.engines.llamacpp.launch import build_argv
 
-        if "url" in config:
-            raise TtftError(
-                "a step with another target URL measures services ttft does not start",
-                "run tune ab with --url for chains that change the target",
-            )
+        refuse_target_change(config)
         settings = llama_settings(config, per_slot_ctx=self.per_slot_ctx, threads=self.threads)
         if self.model_path is not None:
             settings["model_path"] = self.model_path

@@ -26,7 +26,7 @@ from ttft.engines.vllm.local import (
     runnable_vllm_argv,
     start_argv,
 )
-from ttft.tune.runner import HttpTrialSession, TrialSession, open_sink
+from ttft.tune.runner import HttpTrialSession, TrialSession, open_sink, refuse_target_change
 from ttft.tune.space import Config, engine_args, flag_name
 from ttft.tune.workload import TuneWorkload
 
@@ -57,11 +57,7 @@ class VllmRunner:
     def open(
         self, config: Config, workload: TuneWorkload, records: Path, slos: Sequence[Slo]
     ) -> Iterator[TrialSession]:
-        if "url" in config:
-            raise TtftError(
-                "a step with another target URL measures services ttft does not start",
-                "run tune ab with --url for chains that change the target",
-            )
+        refuse_target_change(config)
         with self._start(config) as engine:
             target = complete_target(Target(engine.base_url, None, engine.metrics_url, "vllm"))
             with open_sink(records, config, target) as sink:
