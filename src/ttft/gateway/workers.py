@@ -205,24 +205,38 @@ class Supervisor:
             raise SystemExit(3) from None
 
     def _wait_ready(self) -> None:
-        """Until every worker listens; a worker that exits first is an error (a bad upstream
-        template is not one: workers start serving before templates are known)."""
+        """Until every worker listens. A worker that exits by itself first is an error (it
+        printed why: the port is taken, the configuration is wrong; a bad upstream template is
+        not one, workers start serving before templates are known). A worker killed by a
+        signal (the OOM killer, an operator's ``kill``) is restarted as it would be later:
+        it may have been listening already, its ready message still in the pipe."""
         assert self._ready_recv is not None
         waiting = {s.index for s in self._slots}
         while waiting:
             if self._signal is not None:
                 return
+            now = time.monotonic()
             for slot in self._slots:
                 process = slot.process
-                if process is not None and slot.index in waiting and not process.is_alive():
-                    raise TtftError(
-                        f"gateway worker {slot.index} exited with {process.exitcode} "
-                        "before it listened",
-                        "see the error it printed above",
-                    )
+                if process is None:
+                    if now >= slot.restart_at:
+                        self._start(slot)
+                    continue
+                if slot.index not in waiting or process.is_alive():
+                    continue
+                code = process.exitcode
+                if code is not None and code < 0:
+                    self._buried(slot, process, now)
+                    continue
+                raise TtftError(
+                    f"gateway worker {slot.index} exited with {code} before it listened",
+                    "see the error it printed above",
+                )
             if self._ready_recv.poll(0.1):
-                index, _pid = self._ready_recv.recv()
-                waiting.discard(index)
+                index, pid = self._ready_recv.recv()
+                slot = self._slots[index]
+                if slot.process is not None and slot.process.pid == pid:
+                    waiting.discard(index)
 
     def _watch(self) -> None:
         """Restart workers that exit unasked, until a signal asks everyone to stop."""

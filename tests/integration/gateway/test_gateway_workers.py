@@ -179,6 +179,39 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+def test_a_worker_killed_after_it_listens_but_before_it_says_so_is_restarted(
+    tmp_path: Path,
+) -> None:
+    """The CI race: a worker was killed (SIGKILL) while the supervisor still waited for its
+    ready message, and the whole gateway exited ("exited with -9 before it listened"). Worker 0
+    kills itself here at exactly that moment, the first time only; the supervisor restarts it
+    and reports both workers ready."""
+    from ttft.gateway.workers import Supervisor
+
+    marker = tmp_path / "killed-once"
+
+    def die_once(_gateway: object) -> None:
+        if not marker.exists():
+            marker.write_text("x")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    seen: list[list[int]] = []
+
+    def all_ready(_url: str, pids: list[int]) -> None:
+        seen.append(pids)
+        os.kill(os.getpid(), signal.SIGTERM)  # stop at once: the start-up is what is tested
+
+    with ScriptedServer(Script(first_token_delay_ms=1, n_tokens=1)).in_thread() as up:
+        raw = {
+            "listen": "127.0.0.1:0",
+            "model": [{"name": "m", "upstreams": [up.base_url], "prerender": False}],
+            "workers": 2,
+        }
+        code = Supervisor(from_mapping(raw), on_ready=die_once, on_all_ready=all_ready).run()
+    assert code == 0 and marker.exists()
+    assert len(seen) == 1 and len(seen[0]) == 2
+
+
 def test_a_worker_without_a_slot_answers_503_and_closes_so_a_retry_lands_elsewhere() -> None:
     """One slot, two workers: worker 1's part is zero. It does not queue a request for a slot
     that never comes (503 after queue_timeout_s); it says so at once and closes."""
