@@ -23,8 +23,9 @@ from ttft.core.records import RequestRecord
 from ttft.doctor.changes import move_dynamic_last
 from ttft.doctor.context import DoctorContext, median, server_ms, ttft_ms
 from ttft.doctor.findings import StepResult, StepStatus
-from ttft.prompts.chat_template import ChatTemplate, TemplateRenderer
+from ttft.prompts.chat_template import TemplateRenderer
 from ttft.prompts.log_analysis import LogAnalysis, analyse_bodies, keep_rendered, summary
+from ttft.prompts.sources import template_from_props
 from ttft.prompts.static_prefix import analyse
 from ttft.workload.requests import WorkItem
 
@@ -49,12 +50,11 @@ def analysis_of(ctx: DoctorContext) -> LogAnalysis | None:
 
 
 def _rendered_only(ctx: DoctorContext, analysis: LogAnalysis) -> LogAnalysis:
-    source = ctx.props.get("chat_template")
-    if not isinstance(source, str) or not source:
+    template = template_from_props(ctx.props, "")
+    if template is None:
         return analysis
-    special = {k: str(v) for k, v in ctx.props.items() if k in ("bos_token", "eos_token")}
     try:
-        renderer = TemplateRenderer(ChatTemplate(source, "GET /props", special))
+        renderer = TemplateRenderer(template)
         statics = [analyse(renderer, request).static_text for request in analysis.requests]
     except TtftError as exc:  # a syntax error, or a template that refuses a request
         ctx.shared.setdefault("dynamic_notes", []).append(

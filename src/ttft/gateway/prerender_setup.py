@@ -63,7 +63,7 @@ async def setup_prerender(
 async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None:
     """The new state, or None to try again later (no upstream answered yet)."""
     from ttft.gateway.prerender import Prerenderer  # needs jinja2 (the lint extra)
-    from ttft.prompts.chat_template import ChatTemplate
+    from ttft.prompts.sources import load_template, template_from_props
 
     model = runtime.config
     adapter = engine_adapter(model.engine)
@@ -79,16 +79,11 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
         if props is None:
             return None
         source, data = props
-        text = data.get("chat_template")
-        if not isinstance(text, str) or not text:
+        found = template_from_props(data, source.name)
+        if found is None:
             raise TtftError(f"{source.name}/props has no chat_template")
-        special = {
-            k: str(data[k]) for k in ("bos_token", "eos_token") if isinstance(data.get(k), str)
-        }
-        template = ChatTemplate(text, f"GET {source.name}/props (chat_template)", special)
+        template = found
     else:
-        from ttft.prompts.sources import load_template
-
         template = load_template(Path(model.chat_template))
     if "<think>" in template.source or "reasoning_content" in template.source:
         return (

@@ -1,12 +1,14 @@
-"""Where a chat template comes from: a ``.jinja`` file, a ``tokenizer_config.json`` or a GGUF.
+"""Where a chat template comes from: a ``.jinja`` file, a ``tokenizer_config.json``, a GGUF, or a
+running llama-server's ``GET /props`` answer.
 
-Every loader returns a :class:`ChatTemplate` whose ``origin`` names the file (and field) so that a
-syntax error later points at the right place.
+Every loader returns a :class:`ChatTemplate` whose ``origin`` names the file (and field), or the
+server, so that a syntax error later points at the right place.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,23 @@ def load_template(path: Path, name: str | None = None) -> ChatTemplate:
     except (OSError, UnicodeDecodeError) as exc:
         raise TtftError(f"cannot read {path}: {exc}") from None
     return ChatTemplate(source=text, origin=str(path), path=str(path))
+
+
+def template_from_props(props: Mapping[str, Any], server: str) -> ChatTemplate | None:
+    """The chat template a llama-server applies, from its ``GET /props`` answer.
+
+    ``chat_template`` is the Jinja text (the GGUF's own, or llama.cpp's built-in fallback when
+    the GGUF has none); ``bos_token`` and ``eos_token``, where they are strings, become its
+    special tokens. ``server`` names the server in the origin: ``GET {server}/props
+    (chat_template)``. None when the answer holds no non-empty template (not a llama-server, or
+    an empty answer from one that could not be reached): each caller says what to do in its own
+    words, because the fix differs (a flag, a config key, dropping a step).
+    """
+    text = props.get("chat_template")
+    if not isinstance(text, str) or not text:
+        return None
+    special = {k: v for k in ("bos_token", "eos_token") if isinstance(v := props.get(k), str)}
+    return ChatTemplate(text, f"GET {server}/props (chat_template)", special)
 
 
 def _from_gguf(path: Path) -> ChatTemplate:

@@ -19,6 +19,7 @@ from ttft.core.target import Target
 from ttft.engines.control import PROPS, ControlClient
 from ttft.engines.llamacpp.on_demand import EmbeddedSize, target_or_embedded
 from ttft.prompts.chat_template import ChatTemplate
+from ttft.prompts.sources import load_template, template_from_props
 from ttft.tune.frontend_report import FrontendReport
 from ttft.workload.tokenizer import Tokenizer
 
@@ -52,20 +53,15 @@ def _server(
 
 def _template(path: Path | None, server: _Server | None) -> ChatTemplate:
     if path is not None:
-        from ttft.prompts.sources import load_template
-
         return load_template(path)
     assert server is not None
-    text = server.props.get("chat_template")
-    if not isinstance(text, str) or not text:
+    template = template_from_props(server.props, server.target.root)
+    if template is None:
         raise TtftError(
             f"{server.target.root}/props gives no chat template (not a llama-server?)",
             "give the template with --chat-template (a .jinja, tokenizer_config.json or .gguf)",
         )
-    special = {
-        k: str(v) for k in ("bos_token", "eos_token") if isinstance(v := server.props.get(k), str)
-    }
-    return ChatTemplate(text, f"GET {server.target.root}/props (chat_template)", special)
+    return template
 
 
 def _gguf(model: Path | None, server: _Server | None) -> Path:

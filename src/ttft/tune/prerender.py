@@ -19,6 +19,7 @@ from ttft.core.target import Target
 from ttft.engines.control import ControlClient
 from ttft.engines.registry import adapter_for
 from ttft.prompts.chat_template import ChatTemplate, TemplateRenderer
+from ttft.prompts.sources import template_from_props
 from ttft.tune.workload import TuneWorkload
 
 PRE_RENDER = "pre-render"
@@ -26,18 +27,14 @@ PRE_RENDER = "pre-render"
 
 def template_of(target: Target) -> ChatTemplate:
     """The engine's own chat template and special tokens, from its ``/props``."""
-    props = ControlClient(target).props()
-    source = props.get("chat_template")
-    if not isinstance(source, str) or not source:
+    template = template_from_props(ControlClient(target).props(), target.root)
+    if template is None:
         raise TtftError(
             f"{target.root} does not report its chat template (GET /props), so requests cannot "
             "be pre-rendered with it",
             "drop the pre-render step, or measure it through `ttft gateway` (a routing step)",
         )
-    special = {
-        k: str(props[k]) for k in ("bos_token", "eos_token") if isinstance(props.get(k), str)
-    }
-    return ChatTemplate(source, f"GET {target.root}/props", special)
+    return template
 
 
 def with_template(workload: TuneWorkload, target: Target) -> TuneWorkload:

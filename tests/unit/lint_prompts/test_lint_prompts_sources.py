@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ttft.core.errors import TtftError
-from ttft.prompts.sources import load_template
+from ttft.prompts.sources import load_template, template_from_props
 from ttft.workload.request_log import load_request_log, load_sample
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"
@@ -185,3 +185,17 @@ def test_a_sample_is_a_chat_body_or_a_bare_list_of_messages(tmp_path: Path) -> N
     (tmp_path / "b.json").write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
     assert load_sample(tmp_path / "a.json").messages == load_sample(tmp_path / "b.json").messages
     assert load_sample(tmp_path / "a.json").line is None
+
+
+def test_a_props_answer_gives_the_template_its_string_special_tokens_and_the_server() -> None:
+    props = {"chat_template": "{{ messages }}", "bos_token": "<s>", "eos_token": 7, "x": "y"}
+    t = template_from_props(props, "http://h:8080")
+    assert t is not None
+    assert t.source == "{{ messages }}"
+    assert t.special_tokens == {"bos_token": "<s>"}  # a non-string token is not a token text
+    assert t.origin == "GET http://h:8080/props (chat_template)"
+
+
+@pytest.mark.parametrize("props", [{}, {"chat_template": ""}, {"chat_template": None}])
+def test_a_props_answer_without_a_template_gives_none(props: dict[str, object]) -> None:
+    assert template_from_props(props, "http://h") is None

@@ -12,6 +12,7 @@ from ttft.core.target import Target
 from ttft.engines import control
 from ttft.engines.control import ControlClient
 from ttft.prompts.chat_template import ChatTemplate
+from ttft.prompts.sources import template_from_props
 from ttft.weights.gguf import read_gguf
 
 
@@ -22,17 +23,13 @@ def fetch_server_props(target: Target) -> dict[str, Any]:
 
 def template_from_server(target: Target) -> ChatTemplate:
     """The template a running llama-server applies (its own, or its built-in fallback)."""
-    props = fetch_server_props(target)
-    template = props.get("chat_template")
-    if not isinstance(template, str) or not template:
+    template = template_from_props(fetch_server_props(target), target.root)
+    if template is None:
         raise TtftError(
             f"{target.root}/props has no chat_template",
             "give the template with --template (a .jinja, tokenizer_config.json or .gguf)",
         )
-    special = {
-        k: str(props[k]) for k in ("bos_token", "eos_token") if isinstance(props.get(k), str)
-    }
-    return ChatTemplate(template, f"GET {target.root}/props (chat_template)", special)
+    return template
 
 
 def server_prefix_ids(target: Target) -> list[int]:
