@@ -43,6 +43,11 @@ def _matches(item: object, kind: str) -> bool:
     raise ValueError(f"unknown kind {kind!r}")  # a bug in the caller, not the user's file
 
 
+def example(kind: str, name: str) -> str:
+    """How a key of that kind is written, as a fix shows it: ``write name = 4``."""
+    return "write " + _EXAMPLES[kind].format(name=name)
+
+
 def shown(item: object) -> str:
     """A value as a message quotes it, cut short."""
     text = repr(item)
@@ -84,6 +89,6 @@ class TomlChecker:
                 path,
                 name,
                 f"{self.where(path)}: {name} must be {article} {kind}, not {shown(item)}",
-                "write " + _EXAMPLES[kind].format(name=name),
+                example(kind, name),
             )
         return item

@@ -122,10 +122,11 @@ class TomlLines:
                 name = tuple(p.strip().strip("\"'") for p in match.group(2).split("."))
                 self._headers.append(_Header(number, name, match.group(1) == "[["))
 
-    def _span(self, path: Sequence[str | int]) -> tuple[int, int, int | None]:
+    def _span(self, path: Sequence[str | int]) -> tuple[int, int, int | None, bool]:
         """The table's sub-table headers, as indexes ``lo`` up to ``hi`` into ``self._headers``,
-        and the line of its own header (None for the top level). A path that names no table
-        stops at the deepest table found, so a message still points somewhere near."""
+        the line of its own header (None for the top level), and whether the whole path was
+        found. A path that names no table stops at the deepest table found, so a message still
+        points somewhere near."""
         lo, hi, line = 0, len(self._headers), None
         names: tuple[str, ...] = ()
         index = 0
@@ -137,7 +138,7 @@ class TomlLines:
             nth = wanted if isinstance(wanted, int) else 1
             matches = [i for i in range(lo, hi) if self._headers[i].name == names]
             if not 1 <= nth <= len(matches):
-                return lo, hi, line
+                return lo, hi, line, False
             start = matches[nth - 1]
             if array:  # an element of an array of tables runs to the next element
                 end = matches[nth] if nth < len(matches) else hi
@@ -147,7 +148,13 @@ class TomlLines:
                 )
                 end = next(inside, hi)
             lo, hi, line = start + 1, end, self._headers[start].line
-        return lo, hi, line
+        return lo, hi, line, True
+
+    def has_table(self, path: Sequence[str | int]) -> bool:
+        """Whether the table has a header of its own (``[name]``, or the nth ``[[name]]``); the
+        top level always has. A table written inline (``name = { ... }``, ``name = [{ ... }]``)
+        or only through dotted keys has none."""
+        return self._span(path)[3]
 
     def table_line(self, path: Sequence[str | int]) -> int:
         """The line of the table's header (1 for the top level or a table not found)."""
@@ -156,7 +163,7 @@ class TomlLines:
     def key_line(self, path: Sequence[str | int], name: str) -> int:
         """The line ``name = ...`` is written on in the table, else a ``[name]`` header under it,
         else the table's header."""
-        lo, hi, line = self._span(path)
+        lo, hi, line, _ = self._span(path)
         first = line or 0  # the top level's keys start before any header
         stop = self._headers[lo].line if lo < len(self._headers) else len(self._lines) + 1
         pattern = re.compile(r"^\s*(?:" + re.escape(name) + r'|"' + re.escape(name) + r'")\s*[=.]')

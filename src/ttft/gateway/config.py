@@ -1,7 +1,8 @@
 """The gateway's configuration: a TOML file (or CLI flags) checked once, before anything listens.
 
 Every key is known: a typo is an error naming the key and the keys that exist, never a setting
-silently ignored. Upstreams come only from here; the gateway never proxies to a URL a client names.
+silently ignored; read from a file, every error starts ``file:LINE:``. Upstreams come only
+from here; the gateway never proxies to a URL a client names.
 
     listen = "127.0.0.1:8000"
     api_keys = ["sk-..."]            # or api_keys_env = "TTFT_GATEWAY_KEYS" (comma-separated)
@@ -18,6 +19,7 @@ silently ignored. Upstreams come only from here; the gateway never proxies to a 
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,12 +28,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ttft.core import toml_text
 from ttft.core.errors import TtftError
 from ttft.core.target import Target
 from ttft.engines.adapter import EngineAdapter
 from ttft.engines.registry import adapter_for, engine_kinds
 from ttft.gateway.admission.partition import SOLE, Partition
-from ttft.gateway.config_checks import api_keys, fail, section, table
+from ttft.gateway.config_checks import Where, api_keys, fail, section, table
 from ttft.gateway.config_checks import check_upstream_url as check_upstream_url  # public here
 from ttft.gateway.config_checks import parse_listen as parse_listen
 
@@ -214,93 +217,90 @@ TOP_KEYS = (
 )
 
 
-def _upstream(raw: Any, where: str) -> UpstreamConfig:
+def _upstream(raw: Any, where: Where) -> UpstreamConfig:
     if isinstance(raw, str):
         return UpstreamConfig(url=check_upstream_url(raw, where))
     if not isinstance(raw, dict):
         raise fail(where, "expected a URL string or a table with url = ...")
-    values = section(raw, UpstreamConfig, where)
+    values = section((raw, where), UpstreamConfig)
     if "url" not in values:
-        raise fail(where, "missing url")
-    values["url"] = check_upstream_url(values["url"], where)
+        raise fail(where, "missing url", 'write { url = "http://127.0.0.1:8080" }')
+    values["url"] = check_upstream_url(values["url"], where.at("url"))
     if values.get("max_in_flight") == 0:
-        raise fail(where + ".max_in_flight", "must be at least 1")
+        raise fail(where.at("max_in_flight"), "must be at least 1")
     return UpstreamConfig(**values)
 
 
-def _model(raw: Any, where: str) -> ModelConfig:
+def _model(raw: Any, where: Where) -> ModelConfig:
     if not isinstance(raw, dict):
         raise fail(where, "expected a table")
     upstreams_raw = raw.get("upstreams")
     aliases = raw.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
-        raise fail(where + ".aliases", "expected a list of model names")
+        raise fail(where.at("aliases"), "expected a list of model names")
     rest = {k: v for k, v in raw.items() if k not in ("upstreams", "aliases")}
-    values = section(rest, ModelConfig, where, skip=("upstreams", "aliases"))
+    values = section((rest, where), ModelConfig, skip=("upstreams", "aliases"))
     if not values.get("name"):
         raise fail(where, "missing name", 'every [[model]] needs name = "..." (what clients send)')
     if not isinstance(upstreams_raw, list) or not upstreams_raw:
         raise fail(where, "missing upstreams", 'upstreams = ["http://127.0.0.1:8080"]')
-    ups = tuple(_upstream(u, f"{where}.upstreams[{i}]") for i, u in enumerate(upstreams_raw))
+    ups = tuple(_upstream(u, where.sub("upstreams", i)) for i, u in enumerate(upstreams_raw))
     urls = [u.url for u in ups]
     if len(set(urls)) != len(urls):
-        raise fail(where, "an upstream URL is listed twice")
+        raise fail(where.at("upstreams"), "an upstream URL is listed twice")
     engine = values.get("engine", "llamacpp")
     engine = values["engine"] = ENGINE_ALIASES.get(engine, engine)
     if engine not in engine_choices():
         raise fail(
-            where + ".engine", f"unknown engine {engine!r}", f"one of {', '.join(engine_choices())}"
+            where.at("engine"),
+            f"unknown engine {engine!r}",
+            f"one of {', '.join(engine_choices())}",
         )
     return ModelConfig(upstreams=ups, aliases=tuple(aliases), **values)
 
 
-def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfig:
-    """Build and check a configuration from decoded TOML (or an equivalent dict)."""
+def from_mapping(
+    raw: Mapping[str, Any], origin: str = "config", *, text: str | None = None
+) -> GatewayConfig:
+    """Build and check a configuration from decoded TOML (or an equivalent dict).
+
+    With ``text`` (the TOML it was decoded from), every error starts ``origin:LINE:``."""
+    top = Where(origin, toml_text.TomlLines(text) if text is not None else None)
     top_known = set(TOP_KEYS)
-    unknown = set(raw) - top_known
+    unknown = sorted(set(raw) - top_known)
     if unknown:
         raise fail(
-            origin,
-            f"unknown key(s) {', '.join(sorted(unknown))}",
+            dataclasses.replace(top, key=unknown[0]),
+            f"unknown key(s) {', '.join(unknown)}",
             f"known keys: {', '.join(sorted(top_known))}",
         )
-    host, port = parse_listen(str(raw.get("listen", "127.0.0.1:8000")), f"{origin}: listen")
+    host, port = parse_listen(str(raw.get("listen", "127.0.0.1:8000")), top.at("listen"))
     models_raw = raw.get("model")
     if not isinstance(models_raw, list) or not models_raw:
-        raise fail(origin, "no [[model]] table", "add [[model]] with name and upstreams")
-    models = tuple(_model(m, f"{origin}: model[{i}]") for i, m in enumerate(models_raw))
+        raise fail(top, "no [[model]] table", "add [[model]] with name and upstreams")
+    models = tuple(_model(m, top.sub("model", i)) for i, m in enumerate(models_raw))
     names = [m.name for m in models]
     if len(set(names)) != len(names):
-        raise fail(origin, "two [[model]] tables have the same name")
-    keys, boosts = api_keys(raw, origin)
+        second = next(i for i, n in enumerate(names) if n in names[:i])
+        raise fail(top.sub("model", second).at("name"), "two [[model]] tables have the same name")
+    keys, boosts = api_keys(raw, top)
     hosts = raw.get("allowed_hosts", [])
     if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
-        raise fail(f"{origin}: allowed_hosts", "expected a list of host names")
-    admission = AdmissionConfig(
-        **section(table(raw, "admission", origin), AdmissionConfig, f"{origin}: admission")
-    )
-    routing = RoutingConfig(
-        **section(table(raw, "routing", origin), RoutingConfig, f"{origin}: routing")
-    )
-    limits = LimitsConfig(
-        **section(table(raw, "limits", origin), LimitsConfig, f"{origin}: limits")
-    )
-    if admission.max_in_flight is not None and admission.max_in_flight < 1:
-        raise fail(f"{origin}: admission.max_in_flight", "must be at least 1")
-    if routing.block_tokens < 1 or routing.virtual_nodes < 1:
-        raise fail(f"{origin}: routing", "block_tokens and virtual_nodes must be at least 1")
-    if routing.load_factor < 1.0:
-        raise fail(f"{origin}: routing.load_factor", "must be at least 1.0")
+        raise fail(top.at("allowed_hosts"), "expected a list of host names")
+    admission = AdmissionConfig(**section(table(raw, "admission", top), AdmissionConfig))
+    routing = RoutingConfig(**section(table(raw, "routing", top), RoutingConfig))
+    limits = LimitsConfig(**section(table(raw, "limits", top), LimitsConfig))
+    _check_ranges(admission, routing, top)
     workers = raw.get("workers", 1)
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise fail(
-            f"{origin}: workers",
+            top.at("workers"),
             f"expected a whole number from 1 to {MAX_WORKERS}, got {workers!r}",
             "one per core the gateway may use is the most that helps",
         )
     public = raw.get("public_metrics", False)
     if not isinstance(public, bool):
-        raise fail(f"{origin}: public_metrics", "expected true or false")
+        raise fail(top.at("public_metrics"), "expected true or false")
     return GatewayConfig(
         models=models,
         host=host,
@@ -316,8 +316,18 @@ def from_mapping(raw: Mapping[str, Any], origin: str = "config") -> GatewayConfi
     )
 
 
+def _check_ranges(admission: AdmissionConfig, routing: RoutingConfig, top: Where) -> None:
+    """The bounds the types alone do not say."""
+    if admission.max_in_flight is not None and admission.max_in_flight < 1:
+        raise fail(top.sub("admission").at("max_in_flight"), "must be at least 1")
+    if routing.block_tokens < 1 or routing.virtual_nodes < 1:
+        raise fail(top.sub("routing"), "block_tokens and virtual_nodes must be at least 1")
+    if routing.load_factor < 1.0:
+        raise fail(top.sub("routing").at("load_factor"), "must be at least 1.0")
+
+
 def load(path: Path) -> GatewayConfig:
-    """Read and check a gateway TOML file."""
+    """Read and check a gateway TOML file; every error names ``path:LINE:`` and the fix."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -325,5 +335,9 @@ def load(path: Path) -> GatewayConfig:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise TtftError(f"{path}: not valid TOML: {exc}", "fix the line it names") from None
-    return from_mapping(raw, str(path))
+        line, message = toml_text.decode_error(exc, text)
+        raise TtftError(
+            f"{path}:{line}: not valid TOML: {message}",
+            "fix the syntax on that line (strings in double quotes; see examples/gateway.toml)",
+        ) from None
+    return from_mapping(raw, str(path), text=text)
