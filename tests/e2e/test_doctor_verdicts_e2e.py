@@ -18,6 +18,7 @@ Measured on this machine (DESIGN.md's 2 cores) before writing them:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -27,6 +28,7 @@ import pytest
 from ttft.core.target import Target
 from ttft.doctor import step_cache, step_latency, step_sampling, step_server, step_transport
 from ttft.doctor.context import DoctorContext, server_tokenizer
+from ttft.doctor.handoff import Handoff
 from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
 from ttft.workload.requests import WorkItem
 from ttft.workload.text_source import sentence_text
@@ -54,21 +56,28 @@ def _target(engine: RunningEngine) -> Target:
 
 
 @pytest.fixture(scope="module")
-def probed(engine: RunningEngine) -> dict[str, Any]:
+def probed(engine: RunningEngine) -> Handoff:
     """The transport step's plain probes: the prefill rate the control step measures against."""
     ctx = DoctorContext(_target(engine), time.monotonic() + 120)
     step_transport.run(ctx)
-    return dict(ctx.shared)
+    return ctx.handoff
 
 
-def _ctx(engine: RunningEngine, shared: dict[str, Any], real: list[WorkItem]) -> DoctorContext:
+def _copy(probed: Handoff) -> Handoff:
+    """The transport step's handoff, with lists of its own (as a dict copy had)."""
+    return dataclasses.replace(
+        probed, transport_records=list(probed.transport_records), dynamic_notes=[]
+    )
+
+
+def _ctx(engine: RunningEngine, probed: Handoff, real: list[WorkItem]) -> DoctorContext:
     target = _target(engine)
     return DoctorContext(
         target,
         time.monotonic() + 120,
         real_items=real,
         tokenizer=server_tokenizer(target),
-        shared=dict(shared),
+        handoff=_copy(probed),
     )
 
 
@@ -86,7 +95,7 @@ def _evidence(step: Any) -> dict[str, Any]:
 
 
 def test_control_flags_real_prompts_whose_structure_costs_beyond_their_length(
-    engine: RunningEngine, probed: dict[str, Any]
+    engine: RunningEngine, probed: Handoff
 ) -> None:
     step = step_cache.control(_ctx(engine, probed, _log("enum", response_format=ENUM_FORMAT)))
     print("control, enum response_format:", step.summary)
@@ -97,7 +106,7 @@ def test_control_flags_real_prompts_whose_structure_costs_beyond_their_length(
 
 
 def test_control_passes_plain_real_prompts_of_the_same_length(
-    engine: RunningEngine, probed: dict[str, Any]
+    engine: RunningEngine, probed: Handoff
 ) -> None:
     step = step_cache.control(_ctx(engine, probed, _log("plain")))
     print("control, plain:", step.summary)
@@ -109,7 +118,7 @@ HEAVY = {"temperature": 1.0, "top_k": 0, "top_p": 0.95, "typical_p": 0.9, "repea
 
 
 def test_sampling_a_heavy_logged_chain_is_a_finding_and_top_k_first_is_not(
-    engine: RunningEngine, probed: dict[str, Any]
+    engine: RunningEngine, probed: Handoff
 ) -> None:
     heavy = step_sampling.sampling(_ctx(engine, probed, _log("heavy", **HEAVY)))
     print("sampling, logged heavy chain:", heavy.summary)
@@ -146,11 +155,11 @@ def test_capacity_on_one_slot_sees_requests_deferred_and_no_kv_metric(
 def test_cold_start_of_a_normal_start_is_no_finding() -> None:
     """On this CPU the weights are read at load, so the first request is as fast as warm ones;
     the step must not invent a cold start (its positive verdict is unit-tested)."""
-    from ttft.cli.doctor_run import _cold_request
+    from ttft.doctor.prepare import cold_request
 
     with launch_embedded(ctx_size=2048, parallel=1, threads=1) as fresh:
         target = _target(fresh)
-        cold = _cold_request(target)
+        cold = cold_request(target)
         ctx = DoctorContext(target, time.monotonic() + 120, managed=True, cold_record=cold)
         ctx.tokenizer = server_tokenizer(target)
         step = step_latency.cold_start(ctx)
@@ -161,9 +170,9 @@ def test_cold_start_of_a_normal_start_is_no_finding() -> None:
 
 
 def test_timeline_splits_the_real_engines_ttft_with_its_sources(
-    engine: RunningEngine, probed: dict[str, Any]
+    engine: RunningEngine, probed: Handoff
 ) -> None:
-    ctx = DoctorContext(_target(engine), time.monotonic() + 60, shared=dict(probed))
+    ctx = DoctorContext(_target(engine), time.monotonic() + 60, handoff=_copy(probed))
     step = step_server.timeline(ctx)
     parts = {e.name: e for e in step.evidence}
     print("timeline:", [e.text() for e in step.evidence])

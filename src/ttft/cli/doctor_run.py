@@ -1,14 +1,11 @@
-"""The ``ttft doctor`` flow: target (or embedded engine), context, steps with progress, report."""
+"""The ``ttft doctor`` flow: the options parsed, the library asked for the target and context
+(``doctor/prepare``), the steps run with progress, the report printed and written."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import shlex
 import time
-import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,140 +13,60 @@ import click
 from rich.console import Console
 
 from ttft.cli.options import DoctorOptions
-from ttft.core.records import RequestRecord, RunAnchor
 from ttft.core.slo import parse_slos
-from ttft.core.target import Target
-from ttft.doctor.context import DoctorContext, asked_answer_tokens, server_tokenizer
+from ttft.doctor.context import DoctorContext, asked_answer_tokens
 from ttft.doctor.findings import StepResult
+from ttft.doctor.prepare import DoctorAsk, doctor_target, open_context
 from ttft.doctor.run import STEPS, run_doctor
-from ttft.engines.argv_edit import remove_flags
-from ttft.engines.control import ControlClient
-from ttft.engines.llamacpp.on_demand import EmbeddedSize, context_for, target_or_embedded
+from ttft.engines.llamacpp.on_demand import EmbeddedSize
 from ttft.load.bench_options import parse_int_list
-from ttft.load.gpu_sampler import DcgmSource, find_gpu_source
-from ttft.probe.sampler import sample
+from ttft.load.gpu_sampler import DcgmSource
 from ttft.workload.builders import from_jsonl
-from ttft.workload.exact_length import text_of_tokens
-from ttft.workload.requests import WorkItem, chat_body
-
-EMBEDDED_LEVELS = (1, 4)
-DEFAULT_LEVELS = (1, 8, 32)
 
 
-def _embedded_size(real: list[WorkItem]) -> EmbeddedSize:
-    """Room per slot for the longest logged request (about 3 characters of JSON a token),
-    and never less than the doctor's own probes need."""
-    longest_chars = max((len(json.dumps(i.body)) for i in real), default=0)
-    return EmbeddedSize(context_for(max(1536, longest_chars // 3 + 128)))
-
-
-@contextlib.contextmanager
-def _target(
-    options: DoctorOptions, real: list[WorkItem], console: Console
-) -> Iterator[tuple[Target, RequestRecord | None, str | None]]:
-    """The target, the cold first request (embedded engine), and the launch command of an
-    engine doctor started itself (None for a service it was pointed at)."""
-
-    def say(size: EmbeddedSize) -> None:
-        console.print(f"[dim]starting the embedded engine ({size.describe()}) ...[/dim]")
-
-    given = options.target.target()
-    with target_or_embedded(given, _embedded_size(real), on_start=say) as served:
-        engine = served.engine
-        if engine is None:
-            yield served.target, None, None
-            return
-        # The plan runs its own copy of this engine on a port of its own.
-        launch = shlex.join(remove_flags(engine.process.argv, ["--port", "--host"], "llamacpp"))
-        yield served.target, _cold_request(served.target), launch
-
-
-def _cold_request(target: Target) -> RequestRecord | None:
-    """The very first request after start, kept for the cold-start step."""
-    tokenizer = server_tokenizer(target)
-    if tokenizer is None:
-        return None
-    body = chat_body(
-        [{"role": "user", "content": text_of_tokens(tokenizer, 200, "doctor/cold")}], 1
+def _ask(options: DoctorOptions) -> DoctorAsk:
+    """The options, parsed; a bad value is an input error before anything starts."""
+    log = options.requests_log
+    slos = parse_slos(options.slo_texts) if options.slo_texts else ()
+    real = from_jsonl(log, max_tokens=1) if log else []
+    asked = asked_answer_tokens(from_jsonl(log)) if log else ()
+    levels = parse_int_list(options.concurrency, "--concurrency") if options.concurrency else None
+    if options.budget <= 0:
+        raise click.BadParameter("must be above 0 minutes", param_hint="--budget")
+    return DoctorAsk(
+        service=options.target,
+        deadline=time.monotonic() + 60 * options.budget,
+        direct_url=options.direct_url,
+        levels=levels,
+        real_items=real,
+        asked_answer_tokens=asked,
+        slos=slos,
+        gpu_metrics_url=options.gpu_metrics_url,
+        force_hol=bool(options.hol),
     )
-    records = sample(target, [WorkItem(body)], anchor=RunAnchor.now()).records
-    return records[0] if records else None
 
 
 def execute(options: DoctorOptions) -> None:
     console = Console(stderr=True)
-    slos = parse_slos(options.slo_texts) if options.slo_texts else ()
-    real = from_jsonl(options.requests_log, max_tokens=1) if options.requests_log else []
-    asked = asked_answer_tokens(from_jsonl(options.requests_log)) if options.requests_log else ()
-    levels = parse_int_list(options.concurrency, "--concurrency") if options.concurrency else None
-    if options.budget <= 0:
-        raise click.BadParameter("must be above 0 minutes", param_hint="--budget")
-    deadline = time.monotonic() + 60 * options.budget
+    ask = _ask(options)
     lint_findings = _lint(options)
     if options.gpu_metrics_url:
         # A wrong --gpu-metrics-url is an input error before anything starts, not a note at the end.
         DcgmSource(options.gpu_metrics_url).read()
-    with _target(options, real, console) as (target, cold, launch):
-        managed = launch is not None
-        direct = None
-        if options.direct_url:
-            direct = Target(
-                options.direct_url, target.model, None, target.engine_kind, options.target.api_key
-            )
-            if options.target.metrics_url is None:
-                # A proxy often passes only /v1/; the engine's own /metrics is the same data.
-                target = dataclasses.replace(target, metrics_url=direct.root + "/metrics")
-        # The engine's control endpoints (/props, /tokenize), through the proxy when it passes
-        # them, else straight from the engine behind it.
-        props = ControlClient(target).props()
-        tokenizer = server_tokenizer(target)
-        if direct is not None:
-            props = props or ControlClient(direct).props()
-            tokenizer = tokenizer or server_tokenizer(direct)
-        gpu, gpu_missing = find_gpu_source(
-            options.gpu_metrics_url, local=managed or _is_loopback(target.root)
-        )
-        ctx = DoctorContext(
-            target=target,
-            deadline=deadline,
-            direct=direct,
-            managed=managed,
-            cold_record=cold,
-            levels=levels or (EMBEDDED_LEVELS if managed else DEFAULT_LEVELS),
-            real_items=real,
-            asked_answer_tokens=asked,
-            slos=slos,
-            tokenizer=tokenizer,
-            props=props,
-            gpu=gpu,
-            gpu_missing=gpu_missing,
-        )
-        if ctx.engine_kind is None:
-            from ttft.load.server_metrics import MetricsWatcher
 
-            watcher = MetricsWatcher(target.metrics_url, headers=target.auth_headers())
-            watcher.snapshot()
-            ctx.target = Target(
-                target.base_url,
-                target.model,
-                target.metrics_url,
-                watcher.engine_kind,
-                target.api_key,
-            )
-        ctx.shared["force_hol"] = bool(options.hol)
+    def say(size: EmbeddedSize) -> None:
+        console.print(f"[dim]starting the embedded engine ({size.describe()}) ...[/dim]")
+
+    with doctor_target(ask, on_start=say) as served:
+        ctx = open_context(ask, served)
         report = run_doctor(ctx, on_step=_progress(console), extra_findings=lint_findings)
     _emit(report, options, console)
     if options.plan is not None:
-        _write_plan(report, options, ctx, launch, console)
+        _write_plan(report, options, ctx, served.launch, console)
     if options.fail_on_findings and report.findings:
         raise click.exceptions.Exit(1)
     if report.failed_steps and not any(s.status == "ok" for s in report.steps):
         raise click.exceptions.Exit(1)  # nothing could be measured: not a success
-
-
-def _is_loopback(url: str) -> bool:
-    host = urllib.parse.urlsplit(url).hostname or ""
-    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def _progress(console: Console) -> Any:

@@ -1,4 +1,5 @@
-"""What every doctor step can use: the target, prompts of a given size, the budget, shared data."""
+"""What every doctor step can use: the target, prompts of a given size, the budget, and what
+earlier steps measured (:class:`~ttft.doctor.handoff.Handoff`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.core.slo import Slo
 from ttft.core.target import Target
+from ttft.doctor.handoff import Handoff
 from ttft.engines.adapter import GENERIC_ADVICE, EngineAdapter, EngineAdvice
 from ttft.engines.control import ServerTokenizer
 from ttft.engines.metrics import CommonMetric
@@ -43,7 +45,9 @@ class DoctorContext:
     props: dict[str, Any] = field(default_factory=dict)
     gpu: GpuSource | None = None  # DCGM exporter or nvidia-smi, sampled beside each load level
     gpu_missing: str = ""  # why there is no GPU source, for the report's blind spots
-    shared: dict[str, Any] = field(default_factory=dict)  # measurements one step leaves another
+    # --hol: the head-of-line step runs with its own prompts when the log has no long/short mix.
+    force_hol: bool = False
+    handoff: Handoff = field(default_factory=Handoff)  # measurements one step leaves another
 
     def seconds_left(self) -> float:
         return self.deadline - time.monotonic()

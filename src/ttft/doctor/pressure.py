@@ -114,7 +114,7 @@ def gpu_finding(ctx: DoctorContext, step: StepResult, levels: Sequence[LevelView
     if not levels:
         return
     base = min(levels, key=lambda v: v.level)
-    gap = ctx.shared.get("transport_gap_ms")
+    gap = ctx.handoff.transport_gap_ms
     for view in sorted(levels, key=lambda v: v.level, reverse=True):
         window = view.gpu
         if window is None or window.util_mean_pct is None or window.util_mean_pct >= GPU_LOW_PCT:

@@ -33,7 +33,7 @@ def _prefill_rate(ctx: DoctorContext, records: list[RequestRecord]) -> float | N
                 out.append(n / ms)
         return out
 
-    return median(rates(list(ctx.shared.get("transport_records", []))) or rates(records))
+    return median(rates(ctx.handoff.transport_records) or rates(records))
 
 
 def prefix_cache(ctx: DoctorContext) -> StepResult:

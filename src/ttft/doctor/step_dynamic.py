@@ -39,14 +39,14 @@ def analysis_of(ctx: DoctorContext) -> LogAnalysis | None:
     """The log analysis of the chat requests given with ``--requests-log`` (computed once),
     keeping only what the engine's chat template renders (when ``/props`` shows it), as
     ``ttft lint prompts`` does."""
-    if "dynamic_analysis" not in ctx.shared:
+    handoff = ctx.handoff
+    if not handoff.dynamic_analysed:
         bodies = [i.body for i in ctx.real_items if i.api == "chat"]
         analysis = analyse_bodies(bodies) if bodies else None
         if analysis is not None and analysis.found:
             analysis = _rendered_only(ctx, analysis)
-        ctx.shared["dynamic_analysis"] = analysis
-    found: LogAnalysis | None = ctx.shared["dynamic_analysis"]
-    return found
+        handoff.dynamic_analysis, handoff.dynamic_analysed = analysis, True
+    return handoff.dynamic_analysis
 
 
 def _rendered_only(ctx: DoctorContext, analysis: LogAnalysis) -> LogAnalysis:
@@ -57,7 +57,7 @@ def _rendered_only(ctx: DoctorContext, analysis: LogAnalysis) -> LogAnalysis:
         renderer = TemplateRenderer(template)
         statics = [analyse(renderer, request).static_text for request in analysis.requests]
     except TtftError as exc:  # a syntax error, or a template that refuses a request
-        ctx.shared.setdefault("dynamic_notes", []).append(
+        ctx.handoff.dynamic_notes.append(
             f"the engine's chat template could not render the log ({exc}): every span is kept"
         )
         return analysis
@@ -94,7 +94,7 @@ def dynamic_prefix(ctx: DoctorContext) -> StepResult:
         "Dynamic content before your prompts' static parts: replayed as is and moved",
     )
     analysis = analysis_of(ctx)
-    step.notes += ctx.shared.get("dynamic_notes", [])
+    step.notes += ctx.handoff.dynamic_notes
     if analysis is None or len(analysis.requests) < 2:
         step.status = StepStatus.SKIPPED
         step.notes.append("no --requests-log with 2 or more chat requests: nothing to align")

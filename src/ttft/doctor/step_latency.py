@@ -82,7 +82,7 @@ async def _short_behind_long(ctx: DoctorContext, long_item: WorkItem, short: Wor
 def head_of_line(ctx: DoctorContext) -> StepResult:
     step = StepResult("head_of_line", "Head-of-line blocking: short requests behind long ones")
     mixed = _lengths(ctx)
-    if mixed is None and not ctx.shared.get("force_hol"):
+    if mixed is None and not ctx.force_hol:
         step.status = StepStatus.SKIPPED
         step.notes.append("no mixed long/short prompts in --requests-log (or --hol not given)")
         return step

@@ -28,12 +28,12 @@ CAPACITY_PROMPT_TOKENS = 256
 def timeline(ctx: DoctorContext) -> StepResult:
     """Queue / prefill / first decode / serialization + transport, each with its source."""
     step = StepResult("timeline", "Server timeline: queue, prefill, first decode, serialization")
-    records = [r for r in ctx.shared.get("transport_records", []) if r.ok]
+    records = [r for r in ctx.handoff.transport_records if r.ok]
     if not records:
         step.status = StepStatus.SKIPPED
         step.notes.append("no successful request from the transport step to take apart")
         return step
-    client, parts, notes = split(records, ctx.shared.get("transport_server"), ctx.engine_kind)
+    client, parts, notes = split(records, ctx.handoff.transport_server, ctx.engine_kind)
     cached = median([float(r.cached_tokens) for r in records if r.cached_tokens is not None])
     if client is not None:
         step.evidence.append(Evidence("client TTFT", client, "ms", "client"))

@@ -79,8 +79,8 @@ def run(ctx: DoctorContext) -> StepResult:
     # Browsers, httpx and aiohttp ask for gzip by default; a proxy that compresses event streams
     # only shows itself to such clients.
     gz, gz_shapes = _measure(ctx, "gzip", "gzip")
-    ctx.shared["transport_records"] = plain.records
-    ctx.shared["transport_server"] = plain.server  # the engine's metric window, for the timeline
+    ctx.handoff.transport_records = plain.records
+    ctx.handoff.transport_server = plain.server
     failed = [r for r in plain.records + gz.records if r.error is not None]
     if failed:
         kinds = sorted({r.error.kind for r in failed if r.error})
@@ -111,7 +111,7 @@ def run(ctx: DoctorContext) -> StepResult:
         (g for g in (gap_plain, gap_gz, direct_gap, histogram_gap) if g is not None), default=None
     )
     if worst_gap is not None:
-        ctx.shared["transport_gap_ms"] = float(worst_gap)  # the GPU check names transport by it
+        ctx.handoff.transport_gap_ms = float(worst_gap)
     if plain_bunched or gz_bunched:
         _buffering_finding(step, plain_bunched, gz_bunched, gzip_seen, worst_gap)
     elif worst_gap is not None and worst_gap > GAP_MS:
