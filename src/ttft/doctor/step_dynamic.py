@@ -12,14 +12,12 @@ means (a value in a tool's schema) get their own finding, with the reason.
 
 from __future__ import annotations
 
-import random
-import statistics
-from collections.abc import Sequence
 from typing import Any
 
 from ttft.core.errors import TtftError
 from ttft.core.findings import Confidence, CostTier, Evidence
 from ttft.core.records import RequestRecord
+from ttft.core.stats import bootstrap_difference
 from ttft.doctor.changes import move_dynamic_last
 from ttft.doctor.context import DoctorContext, median, server_ms, ttft_ms
 from ttft.doctor.findings import StepResult, StepStatus
@@ -32,7 +30,7 @@ from ttft.workload.requests import WorkItem
 REPLAY_MAX = 8  # requests per replay (each replayed as is and moved)
 REPLAY_MIN = 3  # the first of each replay only warms its own prefix: at least 2 compared
 MIN_GAIN_TOKENS = 32  # fewer cached tokens gained than this is no finding
-_RESAMPLES = 2000
+_RESAMPLES, _SEED = 2000, 26  # the bootstrap of the TTFT saved (core/stats)
 
 
 def analysis_of(ctx: DoctorContext) -> LogAnalysis | None:
@@ -68,24 +66,6 @@ def _cached(record: RequestRecord) -> float | None:
     if record.cached_tokens is not None:
         return float(record.cached_tokens)
     return server_ms(record, "cache_n")
-
-
-def diff_interval(
-    before: Sequence[float], after: Sequence[float], level: float = 0.95, seed: int = 26
-) -> tuple[float, float, float]:
-    """Median of ``before`` minus median of ``after``, with a percentile-bootstrap interval
-    (each group resampled on its own)."""
-    rng = random.Random(seed)
-    point = statistics.median(before) - statistics.median(after)
-    reps = sorted(
-        statistics.median(rng.choices(before, k=len(before)))
-        - statistics.median(rng.choices(after, k=len(after)))
-        for _ in range(_RESAMPLES)
-    )
-    tail = (1.0 - level) / 2.0
-    low = reps[int(tail * (_RESAMPLES - 1))]
-    high = reps[int((1.0 - tail) * (_RESAMPLES - 1))]
-    return point, low, high
 
 
 def dynamic_prefix(ctx: DoctorContext) -> StepResult:
@@ -183,7 +163,9 @@ def _replay(ctx: DoctorContext, step: StepResult, analysis: LogAnalysis) -> None
     c_before = [v for v in (_cached(r) for r in before) if v is not None]
     c_after = [v for v in (_cached(r) for r in after) if v is not None]
     cached_before, cached_after = median(c_before), median(c_after)
-    point, low, high = diff_interval(t_before, t_after)
+    # TTFT saved: as they are minus moved, each replay resampled on its own.
+    point, ci = bootstrap_difference(t_before, t_after, resamples=_RESAMPLES, seed=_SEED)
+    low, high = ci.low, ci.high
     step.evidence += [
         Evidence("requests replayed (each as is and moved)", float(len(chosen)), "", "client"),
         Evidence("your prompts as they are: TTFT p50", median(t_before) or 0.0, "ms", "client"),

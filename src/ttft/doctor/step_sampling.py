@@ -13,13 +13,11 @@ difference between the variants is the sampling chain rather than prefill noise.
 
 from __future__ import annotations
 
-import random
-import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ttft.core.findings import Confidence, CostTier, Evidence
-from ttft.core.stats import Interval
+from ttft.core.stats import bootstrap_difference
 from ttft.doctor.context import DoctorContext, median, ttfts_ms
 from ttft.doctor.findings import StepResult, StepStatus
 from ttft.workload.requests import WorkItem
@@ -68,7 +66,7 @@ HEAVY: Mapping[str, Mapping[str, Any]] = {
     "sglang": {**OPENAI_SAMPLING, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.3},
 }
 MATERIAL_MS, MATERIAL_SHARE = 10.0, 0.10  # "tens of ms" in the article; and a tenth of TTFT
-RESAMPLES = 2000
+RESAMPLES, SEED = 2000, 16  # the bootstrap of the difference (core/stats)
 
 
 def user_settings(items: Sequence[WorkItem]) -> dict[str, Any] | None:
@@ -82,21 +80,6 @@ def user_settings(items: Sequence[WorkItem]) -> dict[str, Any] | None:
 
 def is_greedy(settings: Mapping[str, Any]) -> bool:
     return settings.get("temperature") == 0 or settings.get("top_k") == 1
-
-
-def median_difference(
-    a: Sequence[float], b: Sequence[float], *, seed: int = 16, level: float = 0.95
-) -> tuple[float, Interval]:
-    """median(b) - median(a) and its percentile-bootstrap interval (each group resampled)."""
-    rng = random.Random(seed)
-    diffs = sorted(
-        statistics.median(rng.choices(b, k=len(b))) - statistics.median(rng.choices(a, k=len(a)))
-        for _ in range(RESAMPLES)
-    )
-    tail = (1 - level) / 2
-    low = diffs[int(tail * (RESAMPLES - 1))]
-    high = diffs[int((1 - tail) * (RESAMPLES - 1))]
-    return statistics.median(b) - statistics.median(a), Interval(low, high, level)
 
 
 def _item(ctx: DoctorContext, settings: Mapping[str, Any]) -> WorkItem:
@@ -140,7 +123,8 @@ def sampling(ctx: DoctorContext) -> StepResult:
         step.status = StepStatus.FAILED
         step.notes.append("too few successful requests to compare the two settings")
         return step
-    diff, ci = median_difference(a, b)
+    # The chosen settings' TTFT over greedy's, each group resampled on its own.
+    diff, ci = bootstrap_difference(b, a, resamples=RESAMPLES, seed=SEED)
     base = median(a) or 0.0
     shown = ", ".join(f"{k}={v}" for k, v in settings.items())
     step.evidence += [

@@ -11,6 +11,7 @@ import pytest
 
 from ttft.core.stats import (
     Interval,
+    bootstrap_difference,
     bootstrap_interval,
     count_outliers,
     describe,
@@ -175,3 +176,34 @@ def test_outlier_notice_reports_count_and_fence() -> None:
     assert "1 of 101 samples beyond Q3 + 3 IQR" in notice.message
     assert "kept in the statistics" in notice.message
     assert outlier_notice("ttft", without, _fmt) is None
+
+
+def test_the_difference_of_a_clear_gain_excludes_zero_and_holds_the_point() -> None:
+    point, ci = bootstrap_difference([900.0, 950, 1000, 1020, 980], [100.0, 120, 90, 110, 105])
+    assert point == 875 and ci.low <= point <= ci.high and ci.low > 0
+
+
+def test_the_difference_of_two_alike_groups_spans_zero() -> None:
+    _, ci = bootstrap_difference([100.0, 140, 90, 130, 110], [120.0, 100, 135, 95, 115])
+    assert ci.low < 0 < ci.high
+
+
+def test_the_difference_interval_brackets_a_shift() -> None:
+    a = [40.0, 42.0, 38.0, 41.0, 39.0, 40.0]
+    diff, ci = bootstrap_difference([x + 25 for x in a], a)
+    assert diff == 25 and ci.low <= 25 <= ci.high and ci.low > 20
+
+
+def test_the_difference_resamples_each_group_on_its_own_first_then_second() -> None:
+    """The draws doctor's steps made before this function: ``choices`` of the first group, then
+    of the second, per replicate (so a seed gives the same replicates as then)."""
+    first, second = [5.0, 9.0, 1.0, 7.0], [2.0, 3.0, 8.0]
+    rng = random.Random(16)
+    replicates = sorted(
+        statistics.mean(rng.choices(first, k=4)) - statistics.mean(rng.choices(second, k=3))
+        for _ in range(50)
+    )
+    _, ci = bootstrap_difference(first, second, statistics.mean, resamples=50, seed=16, level=0.5)
+    assert ci.low == percentile(replicates, 25.0) and ci.high == percentile(replicates, 75.0)
+    with pytest.raises(ValueError):
+        bootstrap_difference([], second)

@@ -6,19 +6,9 @@ import time
 
 from ttft.core.target import Target
 from ttft.doctor.context import DoctorContext
-from ttft.doctor.step_dynamic import diff_interval, dynamic_prefix
+from ttft.doctor.step_dynamic import dynamic_prefix
 from ttft.testing.dynamic_logs import BUILDERS
 from ttft.workload.requests import WorkItem
-
-
-def test_the_interval_of_a_clear_gain_excludes_zero_and_holds_the_point() -> None:
-    point, low, high = diff_interval([900.0, 950, 1000, 1020, 980], [100.0, 120, 90, 110, 105])
-    assert low <= point <= high and low > 0
-
-
-def test_the_interval_of_no_difference_spans_zero() -> None:
-    _, low, high = diff_interval([100.0, 140, 90, 130, 110], [120.0, 100, 135, 95, 115])
-    assert low < 0 < high
 
 
 def _ctx(bodies: list[dict[str, object]]) -> DoctorContext:

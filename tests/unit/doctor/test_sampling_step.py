@@ -10,7 +10,7 @@ from typing import Any
 from ttft.core.records import ErrorInfo, RequestRecord
 from ttft.core.target import Target
 from ttft.doctor.context import DoctorContext
-from ttft.doctor.step_sampling import HEAVY, median_difference, sampling
+from ttft.doctor.step_sampling import HEAVY, sampling
 from ttft.probe.sampler import Sample
 from ttft.workload.requests import WorkItem
 
@@ -97,9 +97,3 @@ def test_settings_the_engine_refuses_fall_back_to_openai_fields() -> None:
     assert any("refused" in n for n in step.notes)
     assert "heavy chain would cost" in step.summary
     assert set(HEAVY["llamacpp"]) > {"temperature", "top_p"}
-
-
-def test_median_difference_interval_brackets_the_shift() -> None:
-    a = [40.0, 42.0, 38.0, 41.0, 39.0, 40.0]
-    diff, ci = median_difference(a, [x + 25 for x in a])
-    assert diff == 25 and ci.low <= 25 <= ci.high and ci.low > 20
