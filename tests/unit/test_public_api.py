@@ -245,3 +245,31 @@ def test_no_cli_function_takes_its_options_as_a_dict() -> None:
                     if annotation.startswith(("dict[str, Any]", "Mapping[str, Any]")):
                         offenders.append(f"{path.name}:{node.lineno} {node.name}({arg.arg})")
     assert offenders == []
+
+
+# Class names defined in two modules, each meaning something else there (issue 25: one name per
+# concept). The list may only shrink: a new pair fails, and so does a pair renamed away but
+# still listed.
+TWICE_NAMED = {
+    "Comparison": ["core/compare.py", "simulate/validate.py"],
+    "Connection": ["client/connection.py", "gateway/http/conn.py"],
+    "Directive": ["lint/nginx/config.py", "proxy/nginx_rewrite.py"],
+    "Frame": ["gateway/prerender.py", "tune/frontend.py"],
+    "Plan": ["core/plan.py", "gateway/plan.py"],
+    "Sample": ["engines/prometheus.py", "probe/sampler.py"],
+    "Token": ["engines/command.py", "proxy/nginx_rewrite.py"],
+}
+
+
+def test_no_new_class_name_is_defined_in_two_modules() -> None:
+    import ast
+    import pathlib
+
+    root = pathlib.Path(ttft.__file__).parent
+    homes: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                homes.setdefault(node.name, []).append(path.relative_to(root).as_posix())
+    twice = {name: sorted(paths) for name, paths in homes.items() if len(paths) > 1}
+    assert twice == TWICE_NAMED

@@ -97,9 +97,13 @@ class UpstreamConnection(asyncio.Protocol, Exchange):
 
 
 @dataclass(slots=True)
-class PoolStats:
+class UpstreamPoolStats:
+    """Connection counts of one engine's pool since it was made. Not the measuring client's
+    ``client.PoolStats``: this pool has no kernel stamps or in-use peaks to count."""
+
     opened: int = 0
     reused: int = 0
+    # Requests sent again on a new connection: the engine had closed the idle one they took.
     stale_retries: int = 0
 
 
@@ -132,7 +136,7 @@ class UpstreamPool:
         self._idle: deque[UpstreamConnection] = deque()
         self._busy: set[UpstreamConnection] = set()
         self._closed = False
-        self.stats = PoolStats()
+        self.stats = UpstreamPoolStats()
         self._event_loop: asyncio.AbstractEventLoop | None = None
 
     def _loop(self) -> asyncio.AbstractEventLoop:
