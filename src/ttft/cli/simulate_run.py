@@ -1,11 +1,15 @@
 """``ttft simulate run``: predictions over a grid of what-if axes, the fewest replicas that hold
-an SLO, and ``--validate`` against the real engine."""
+an SLO, and ``--validate`` against the real engine.
+
+The options are parsed here and the question asked of ``simulate/sweep``; this module prints a
+row per point as it is answered and writes the JSON and HTML documents.
+"""
 
 from __future__ import annotations
 
-import itertools
 import json
-from dataclasses import replace
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -14,63 +18,22 @@ import click
 from ttft.cli.simulate_validate import validate_point
 from ttft.cli.trace_options import trace_options
 from ttft.core.errors import TtftError
-from ttft.core.slo import Slo, parse_slos
-from ttft.simulate.fleet import POLICIES, Policy
+from ttft.core.slo import parse_slos
+from ttft.simulate.fleet import POLICIES
 from ttft.simulate.model import Calibration
-from ttft.simulate.requests import SimRequest
-from ttft.simulate.whatif import (
-    Config,
-    Prediction,
-    Workload,
-    check_slos,
-    fewest_replicas,
-    predict,
+from ttft.simulate.sweep import (
+    Grid,
+    PointResult,
+    Sweep,
+    base_workload,
+    check_question,
+    int_axis,
+    policy_axis,
+    rate_axis,
+    trace_tokenizer,
 )
-from ttft.simulate.workloads import WorkloadSource
+from ttft.simulate.whatif import Prediction
 from ttft.workload.trace import TraceSpec
-
-
-def _ints(text: str | None, name: str) -> list[int | None]:
-    if not text:
-        return [None]
-    out: list[int | None] = []
-    for part in text.split(","):
-        try:
-            value = int(part)
-        except ValueError:
-            raise TtftError(
-                f"{name} {text!r}: {part!r} is not a whole number", f"e.g. {name} 4,8,16"
-            ) from None
-        if value < 1:
-            raise TtftError(f"{name} values must be at least 1, not {value}")
-        out.append(value)
-    return out
-
-
-def _floats(text: str | None, name: str) -> list[float | None]:
-    if not text:
-        return [None]
-    out: list[float | None] = []
-    for part in text.split(","):
-        try:
-            value = float(part)
-        except ValueError:
-            raise TtftError(
-                f"{name} {text!r}: {part!r} is not a number", f"e.g. {name} 1,2,4"
-            ) from None
-        if not value > 0:
-            raise TtftError(f"{name} values must be above 0, not {value}")
-        out.append(value)
-    return out
-
-
-def _policies(text: str) -> list[Policy]:
-    out: list[Policy] = []
-    for part in text.split(","):
-        if part not in POLICIES:
-            raise TtftError(f"unknown --policy {part!r}", f"choose from {', '.join(POLICIES)}")
-        out.append(part)
-    return out
 
 
 def _ms(value: float) -> str:
@@ -96,6 +59,40 @@ def _row(p: Prediction, rate: float | None) -> str:
 HEADER = (
     "config | TTFT p50 ms [95% interval] | p95 | p99 | queue p95 ms | req/s | goodput/s | SLO met"
 )
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """``ttft simulate run``'s options, as click parsed them."""
+
+    cal_path: Path
+    trace_path: Path | None
+    trace_format: str
+    speed: float
+    block_size: int
+    trace_limit: int | None
+    rate: str | None
+    count: int
+    prompt_tokens: int
+    output_tokens: int
+    shared_prefix: int
+    prefix_groups: int
+    max_tokens: int | None
+    replicas: str
+    policy: str
+    slots: str | None
+    batch_tokens: str | None
+    kv_blocks: str | None
+    gateway_cap: str | None
+    slo_texts: tuple[str, ...]
+    find_fewest: bool
+    max_replicas: int
+    runs: int
+    seed: int
+    validate: bool
+    url: str | None
+    json_out: Path | None
+    html_out: Path | None
 
 
 @click.command("run")
@@ -193,36 +190,7 @@ HEADER = (
     default=None,
     help="Write every prediction (and validation) as JSON.",
 )
-def run(
-    cal_path: Path,
-    trace_path: Path | None,
-    trace_format: str,
-    speed: float,
-    block_size: int,
-    trace_limit: int | None,
-    rate: str | None,
-    count: int,
-    prompt_tokens: int,
-    output_tokens: int,
-    shared_prefix: int,
-    prefix_groups: int,
-    max_tokens: int | None,
-    replicas: str,
-    policy: str,
-    slots: str | None,
-    batch_tokens: str | None,
-    kv_blocks: str | None,
-    gateway_cap: str | None,
-    slo_texts: tuple[str, ...],
-    find_fewest: bool,
-    max_replicas: int,
-    runs: int,
-    seed: int,
-    validate: bool,
-    url: str | None,
-    json_out: Path | None,
-    html_out: Path | None,
-) -> None:
+def run(**opts: Any) -> None:
     """Predict TTFT p50/p95/p99 (with intervals), queue time and goodput for each point of the
     grid --replicas x --policy x --slots x --batch-tokens x --kv-blocks x --gateway-cap x --rate.
 
@@ -238,102 +206,85 @@ def run(
       ttft simulate run -c cal.json --rate 8 --slo 'ttft:p99<600ms' --fewest-replicas
     Exit code 1 when --slo is given and a predicted point misses it.
     """
-    calibration = Calibration.load(cal_path)
-    slos: tuple[Slo, ...] = parse_slos(list(slo_texts)) if slo_texts else ()
-    check_slos(slos)
-    if find_fewest and not slos:
-        raise TtftError("--fewest-replicas needs an SLO", "add --slo 'ttft:p99<600ms'")
-    for name, value in (
-        ("--requests", count),
-        ("--prompt-tokens", prompt_tokens),
-        ("--output-tokens", output_tokens),
-        ("--prefix-groups", prefix_groups),
-    ):
-        if value < 1:
-            raise TtftError(f"{name} must be at least 1, not {value}")
-    if not 0 <= shared_prefix <= prompt_tokens:
-        raise TtftError("--shared-prefix must be between 0 and --prompt-tokens")
+    execute(RunOptions(**opts))
+
+
+def _sweep(o: RunOptions) -> Sweep:
+    """The question the options ask, every value checked before the first point."""
+    calibration = Calibration.load(o.cal_path)
+    slos = parse_slos(list(o.slo_texts)) if o.slo_texts else ()
+    check_question(slos, o.find_fewest)
     trace = None
-    if trace_path is not None:
-        if not trace_path.is_file():
-            raise TtftError(f"trace not found: {trace_path}", "check the path given to --trace")
-        trace = TraceSpec(
-            trace_path, cast(Any, trace_format), speed, block_size, trace_limit, max_tokens
-        )
-    rates = _floats(rate, "--rate")
-    base = WorkloadSource(
-        trace, None, count, prompt_tokens, output_tokens, shared_prefix, prefix_groups
+    if o.trace_path is not None:
+        fmt = cast(Any, o.trace_format)
+        trace = TraceSpec(o.trace_path, fmt, o.speed, o.block_size, o.trace_limit, o.max_tokens)
+    rates = rate_axis(o.rate)
+    base = base_workload(
+        trace, o.count, o.prompt_tokens, o.output_tokens, o.shared_prefix, o.prefix_groups
     )
-    grid = list(
-        itertools.product(
-            _ints(replicas, "--replicas"),
-            _policies(policy),
-            _ints(slots, "--slots"),
-            _ints(batch_tokens, "--batch-tokens"),
-            _ints(kv_blocks, "--kv-blocks"),
-            _ints(gateway_cap, "--gateway-cap"),
-            rates,
-        )
+    grid = Grid(
+        int_axis(o.replicas, "--replicas"),
+        policy_axis(o.policy),
+        int_axis(o.slots, "--slots"),
+        int_axis(o.batch_tokens, "--batch-tokens"),
+        int_axis(o.kv_blocks, "--kv-blocks"),
+        int_axis(o.gateway_cap, "--gateway-cap"),
+        rates,
     )
-    tokenizer = _gguf_tokenizer(calibration) if trace is not None else None
-    results: list[dict[str, Any]] = []
-    missed = False
+    tokenizer = trace_tokenizer(calibration, base)
+    return Sweep(
+        calibration, base, grid, slos, o.find_fewest, o.max_replicas, o.runs, o.seed, tokenizer
+    )
+
+
+def execute(o: RunOptions) -> None:
+    """Answer every point, printing its row as it comes; exit 1 when a point misses an SLO."""
+    sweep = _sweep(o)
+    results: list[PointResult] = []
     click.echo(HEADER)
-    for n_rep, pol, n_slots, n_batch, n_kv, cap, r in grid:
-        source = replace(base, rate=r)
-        source.check()
-        cache: dict[int, list[SimRequest]] = {}
-
-        def workload(
-            s: int, source: WorkloadSource = source, cache: dict[int, list[SimRequest]] = cache
-        ) -> list[SimRequest]:
-            if s not in cache:
-                cache[s] = source.requests(s if source.rate is not None else seed, tokenizer)
-            return cache[s]
-
-        config = Config(n_rep or 1, pol, n_slots, n_batch, n_kv, cap)
-        if find_fewest:
-            best, tried = fewest_replicas(
-                calibration, workload, config, slos, max_replicas=max_replicas, runs=runs, seed=seed
+    for point in sweep.points():
+        result = sweep.answer(point)
+        _print(result, sweep)
+        if o.validate and result.prediction is not None:
+            result.validation = validate_point(
+                sweep.calibration,
+                point.source,
+                point.requests(sweep.seed),
+                result.prediction,
+                o.url,
+                sweep.again(point),
             )
-            for p in tried:
-                click.echo(_row(p, r))
-            click.echo(
-                f"  -> fewest replicas holding {', '.join(s.text for s in slos)}: "
-                + (str(best) if best is not None else f"none up to {max_replicas}")
-            )
-            results.append(
-                {"rate": r, "fewest_replicas": best, "tried": [p.to_dict() for p in tried]}
-            )
-            missed = missed or best is None
-            continue
-        prediction = predict(calibration, workload, config, slos=slos, runs=runs, seed=seed)
-        click.echo(_row(prediction, r))
-        for note in prediction.notes:
-            click.echo(f"  note: {note}")
-        entry: dict[str, Any] = {"rate": r, **prediction.to_dict()}
-        missed = missed or prediction.slo_met is False
-        if validate:
+        results.append(result)
+    _write(sweep, results, o)
+    if any(r.missed for r in results):
+        raise click.exceptions.Exit(1)
 
-            def again(cal: Calibration, w: Workload = workload, c: Config = config) -> Prediction:
-                return predict(cal, w, c, slos=slos, runs=runs, seed=seed)
 
-            entry["validation"] = validate_point(
-                calibration, source, workload(seed), prediction, url, again
-            )
-        results.append(entry)
+def _print(result: PointResult, sweep: Sweep) -> None:
+    rate = result.point.rate
+    if result.prediction is None:
+        for p in result.tried:
+            click.echo(_row(p, rate))
+        best = result.fewest
+        found = str(best) if best is not None else f"none up to {sweep.max_replicas}"
+        slos = ", ".join(s.text for s in sweep.slos)
+        click.echo(f"  -> fewest replicas holding {slos}: {found}")
+        return
+    click.echo(_row(result.prediction, rate))
+    for note in result.prediction.notes:
+        click.echo(f"  note: {note}")
+
+
+def _write(sweep: Sweep, results: list[PointResult], o: RunOptions) -> None:
+    """--json and --html: every point's answer (and validation)."""
+    doc = sweep.document(str(o.cal_path), results)
+    json_out, html_out = o.json_out, o.html_out
     if json_out is not None:
-        json_out.write_text(
-            json.dumps({"calibration": str(cal_path), "points": results}, indent=2) + "\n",
-            encoding="utf-8",
-        )
+        json_out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_out}")
     if html_out is not None:
-        import time
-
         from ttft.report.html_simulate import simulate_page
 
-        doc = {"calibration": str(cal_path), "points": results}
         try:
             html_out.write_text(
                 simulate_page(doc, generated=time.strftime("%Y-%m-%d %H:%M:%S")), encoding="utf-8"
@@ -341,19 +292,3 @@ def run(
         except OSError as exc:
             raise TtftError(f"cannot write {html_out}: {exc.strerror}") from None
         click.echo(f"wrote {html_out}")
-    if missed:
-        raise click.exceptions.Exit(1)
-
-
-def _gguf_tokenizer(calibration: Calibration) -> Any:
-    """JSONL traces are counted with the embedded model's tokenizer when it is the one
-    calibrated; otherwise ~4 characters a token."""
-    if not calibration.source.get("embedded"):
-        return None
-    try:
-        from ttft.engines.llamacpp.embedded import embedded_model_path
-        from ttft.workload.gguf_tokenizer import GgufTokenizer
-
-        return GgufTokenizer.from_gguf(embedded_model_path())
-    except TtftError:
-        return None
