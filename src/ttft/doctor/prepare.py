@@ -165,9 +165,8 @@ def _with_detected_kind(target: Target) -> Target:
 
     watcher = MetricsWatcher(target.metrics_url, headers=target.auth_headers())
     watcher.snapshot()
-    return Target(
-        target.base_url, target.model, target.metrics_url, watcher.engine_kind, target.api_key
-    )
+    # replace, not a new Target: the user's --header values (a tenant, a route) must survive
+    return dataclasses.replace(target, engine_kind=watcher.engine_kind)
 
 
 def _is_loopback(url: str) -> bool:

@@ -84,3 +84,25 @@ def test_the_timeline_reads_the_transport_probes_from_the_handoff() -> None:
     assert step_server.timeline(ctx).status.value == "skipped"
     ctx.handoff.transport_records = [RequestRecord(index=0, sent_ns=0, first_content_ns=10**8)]
     assert step_server.timeline(ctx).status.value != "skipped"
+
+
+def test_the_engine_kind_read_from_metrics_keeps_the_users_headers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A target whose kind doctor learns from /metrics still sends the user's --header values
+    (they were dropped when the target was rebuilt field by field)."""
+    import ttft.load.server_metrics as server_metrics
+
+    class Watcher:
+        engine_kind = "vllm"
+
+        def __init__(self, url: str | None, headers: dict[str, str]) -> None:
+            pass
+
+        def snapshot(self) -> None:
+            pass
+
+    monkeypatch.setattr(server_metrics, "MetricsWatcher", Watcher)
+    given = Target("http://svc:8000", "m", "http://svc:8000/metrics", None, "k", {"X-T": "a"})
+    found = prepare._with_detected_kind(given)
+    assert found.engine_kind == "vllm" and found.headers == {"X-T": "a"} and found.api_key == "k"
