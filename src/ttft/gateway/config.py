@@ -103,8 +103,8 @@ class ModelConfig:
     # llama.cpp: before pre-rendering, check that /v1/completions reuses a shared prefix (it does
     # not for sliding-window models without --swa-full; then chat requests go to /chat).
     check_prefix_reuse: bool = True
-    # ``name`` is a placeholder (``ttft gateway --upstream`` without ``--model``): /v1/models
-    # lists the engines' own names instead, once they answered.
+    # ``name`` is a placeholder (``ttft gateway --upstream`` without ``--model`` sets this):
+    # /v1/models lists the engines' own names instead, once they answered.
     name_from_upstream: bool = False
 
 
@@ -242,8 +242,7 @@ def _model(raw: Any, where: str) -> ModelConfig:
     if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
         raise fail(where + ".aliases", "expected a list of model names")
     rest = {k: v for k, v in raw.items() if k not in ("upstreams", "aliases")}
-    skip = ("upstreams", "aliases", "name_from_upstream")  # the last one is the CLI's only
-    values = section(rest, ModelConfig, where, skip=skip)
+    values = section(rest, ModelConfig, where, skip=("upstreams", "aliases"))
     if not values.get("name"):
         raise fail(where, "missing name", 'every [[model]] needs name = "..." (what clients send)')
     if not isinstance(upstreams_raw, list) or not upstreams_raw:

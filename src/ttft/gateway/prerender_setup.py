@@ -149,7 +149,15 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
                     "to pre-render)"
                 )
     elif adapter is not None and adapter.tokenizes_chat:
-        verdict = await _check_with_tokenize(runtime, pre)
+        try:
+            verdict = await _check_with_tokenize(runtime, pre)
+        except TtftError as exc:
+            if model.chat_template == "auto":
+                raise  # a template found on disk is used only once the engine confirmed it
+            # The user named this template: kept, as on engines that cannot be asked.
+            log.warning("model %s: chat template not checked against the engine: %s",
+                        model.name, exc.problem)  # fmt: skip
+            verdict = "on"
         if verdict is None or verdict != "on":
             return verdict
     runtime.prerenderer = pre
