@@ -28,6 +28,7 @@ from typing import Any
 
 from ttft.client.errors import RequestFailed
 from ttft.engines import control
+from ttft.engines.local_process import launch_command
 from ttft.gateway.admission.lanes import resolve_long_reserve
 from ttft.gateway.admission.partition import SOLE, Partition
 from ttft.gateway.admission.slot_pins import SlotPins
@@ -38,7 +39,6 @@ from ttft.gateway.engine_facts import (
     no_cap_reason,
     parse_launch,
 )
-from ttft.gateway.engine_process import launch_command
 from ttft.gateway.runtime import ModelRuntime, Replica, fetch
 
 log = logging.getLogger("ttft.gateway")

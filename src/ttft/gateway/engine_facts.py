@@ -5,9 +5,9 @@ Read from the engine itself, never guessed from documentation:
 
 - the in-flight cap: the engine's concurrency flag (vLLM ``--max-num-seqs``, SGLang
   ``--max-running-requests``: the adapter's ``concurrency_cap`` role) in the launch command of
-  the process listening on a loopback upstream (``engine_process``). Without the flag the
-  engine's default applies, which depends on the device (vLLM 0.32: 128 on CPU, 256 or 1024 on
-  GPUs by memory), so it is not claimed;
+  the process listening on a loopback upstream (``ttft.engines.local_process``). Without the
+  flag the engine's default applies, which depends on the device (vLLM 0.32: 128 on CPU, 256
+  or 1024 on GPUs by memory), so it is not claimed;
 - the chat template: the launch command's ``--chat-template`` (a file, or an inline template),
   else the ``tokenizer_config.json`` (or ``chat_template.jinja``) of the model folder, named by
   the launch command's ``--tokenizer`` or model argument, or by the ``root`` that vLLM's
@@ -24,9 +24,9 @@ from typing import Any
 from ttft.core.errors import TtftError
 from ttft.engines.cmdline import parse, tokens_from_argv
 from ttft.engines.command import EngineCommand
+from ttft.engines.local_process import LaunchCommand
 from ttft.engines.registry import adapter_for
 from ttft.engines.rulekit import parse_count
-from ttft.gateway.engine_process import LaunchCommand
 
 log = logging.getLogger("ttft.gateway")
 

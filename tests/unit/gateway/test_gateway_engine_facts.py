@@ -11,6 +11,11 @@ from typing import Any
 import pytest
 
 from ttft.engines import control
+from ttft.engines.local_process import (
+    LaunchCommand,
+    is_loopback,
+    launch_command,
+)
 from ttft.gateway.app import Gateway
 from ttft.gateway.config import GatewayConfig, from_mapping
 from ttft.gateway.discover import discover_replica, model_entries
@@ -19,11 +24,6 @@ from ttft.gateway.engine_facts import (
     concurrency_cap,
     parse_launch,
     template_place,
-)
-from ttft.gateway.engine_process import (
-    LaunchCommand,
-    is_loopback,
-    launch_command,
 )
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.runtime import ModelRuntime, Replica, build_runtime

@@ -1,4 +1,4 @@
-"""The launch command of an engine that listens on this machine, read from ``/proc``.
+"""The launch command (and environment) of an engine that listens on this machine, from ``/proc``.
 
 vLLM 0.32 says nothing about its scheduler over HTTP: ``/metrics`` has ``vllm:cache_config_info``
 (block size, KV size, ``kv_cache_max_concurrency``: how many *full-length* requests the KV cache
@@ -6,7 +6,9 @@ holds, not ``max_num_seqs``), ``/v1/models`` has ``max_model_len`` and the model
 ``/load`` the requests in flight, ``/version`` the version; no endpoint names ``max_num_seqs``
 or the chat template. For an upstream on loopback the engine's own command line does: the
 process that holds the listening socket is the server, and its ``/proc/PID/cmdline`` is what it
-was started with (``vllm serve MODEL --max-num-seqs 8 --chat-template ...``).
+was started with (``vllm serve MODEL --max-num-seqs 8 --chat-template ...``), and its
+``/proc/PID/environ`` the environment it runs in (``VLLM_TARGET_DEVICE=cpu``). The gateway reads
+its in-flight cap and template from it, lint the device the engine runs on.
 
 Linux only, same-host only, and best effort: anything unreadable (another user's process, a
 container, another OS) is ``None``, never an error, and the caller falls back to configuration.
@@ -16,12 +18,22 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 PROC = Path("/proc")
 _LISTEN = "0A"  # TCP state LISTEN in /proc/net/tcp
 _MAX_CMDLINE = 1 << 20  # a command line is a few KB; never read more than this
+# Only these variables are kept from a process's environment: what tells the device it runs on,
+# never the rest (it may hold keys).
+DEVICE_VARIABLES = (
+    "VLLM_TARGET_DEVICE",
+    "VLLM_CPU_KVCACHE_SPACE",
+    "VLLM_CPU_OMP_THREADS_BIND",
+    "CUDA_VISIBLE_DEVICES",
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +42,7 @@ class LaunchCommand:
 
     pid: int
     argv: tuple[str, ...]
+    environ: Mapping[str, str] = field(default_factory=dict)  # empty when unreadable
 
     def describe(self) -> str:
         return f"the launch command of pid {self.pid}"
@@ -91,14 +104,24 @@ def listening_pids(port: int, proc: Path = PROC) -> list[int]:
     return sorted(pids)
 
 
-def command_line(pid: int, proc: Path = PROC) -> tuple[str, ...] | None:
+def _nul_separated(path: Path) -> list[str] | None:
     try:
-        with open(proc / str(pid) / "cmdline", "rb") as f:
+        with open(path, "rb") as f:
             raw = f.read(_MAX_CMDLINE)
     except OSError:
         return None
-    argv = tuple(a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0"))
-    return argv if argv and argv[0] else None
+    return [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")]
+
+
+def command_line(pid: int, proc: Path = PROC) -> tuple[str, ...] | None:
+    argv = _nul_separated(proc / str(pid) / "cmdline")
+    return tuple(argv) if argv and argv[0] else None
+
+
+def device_environ(pid: int, proc: Path = PROC) -> dict[str, str]:
+    """The process's device-related variables (``DEVICE_VARIABLES``); {} when unreadable."""
+    pairs = (item.partition("=") for item in _nul_separated(proc / str(pid) / "environ") or [])
+    return {k: v for k, sep, v in pairs if sep and k in DEVICE_VARIABLES}
 
 
 def launch_command(host: str, port: int, proc: Path = PROC) -> LaunchCommand | None:
@@ -113,5 +136,15 @@ def launch_command(host: str, port: int, proc: Path = PROC) -> LaunchCommand | N
     for pid in pids:
         argv = command_line(pid, proc)
         if argv is not None:
-            return LaunchCommand(pid, argv)
+            return LaunchCommand(pid, argv, device_environ(pid, proc))
     return None
+
+
+def launch_command_of_url(url: str, proc: Path = PROC) -> LaunchCommand | None:
+    """``launch_command`` for a server's base URL (``http://127.0.0.1:8000/v1``)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    return launch_command(parts.hostname or "", port, proc)
