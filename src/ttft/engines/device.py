@@ -18,7 +18,7 @@ engines usually run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from ttft.engines.command import EngineCommand
 from ttft.engines.local_process import LaunchCommand
@@ -42,11 +42,17 @@ def _from_environ(env: Mapping[str, str]) -> tuple[bool, str] | None:
     return None
 
 
-def _ttft_cpu_build(paths: Iterable[str]) -> bool:
-    from ttft.engines.vllm.install import vllm_home
+def _launcher(argv: Sequence[str]) -> list[str]:
+    """The executables of a command line: what comes before ``serve`` (the model after it may
+    live under the same cache folder as ttft's vLLM)."""
+    return list(argv[: argv.index("serve")]) if "serve" in argv else list(argv[:2])
 
-    home = str(vllm_home())
-    return any(p.startswith(home + "/") for p in paths)
+
+def _ttft_cpu_build(paths: Iterable[str]) -> bool:
+    from ttft.engines.vllm.install import venv_dir
+
+    venv = str(venv_dir()) + "/"
+    return any(p.startswith(venv) for p in paths)
 
 
 def detect_gpu(cmd: EngineCommand, live: LaunchCommand | None = None) -> tuple[bool | None, str]:
@@ -68,7 +74,7 @@ def detect_gpu(cmd: EngineCommand, live: LaunchCommand | None = None) -> tuple[b
         return False, "--device cpu"
     if device in _GPU_DEVICES:
         return True, f"--device {device}"
-    paths = [t.text for t in cmd.tokens[:3]] + list(live.argv[:3] if live else ())
+    paths = _launcher([t.text for t in cmd.tokens]) + _launcher(live.argv if live else ())
     if cmd.engine == "vllm" and _ttft_cpu_build(paths):
         return False, "the vLLM CPU build ttft installs (python -m ttft.engines.vllm.install)"
     return None, "no device flag, variable or known CPU build in the command"

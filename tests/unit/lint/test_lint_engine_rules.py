@@ -276,6 +276,9 @@ def test_the_running_engines_own_process_tells_the_device() -> None:
     )
     detected, why = detect_gpu(cmd, ttft_build)
     assert detected is False and "CPU build" in why
+    # a model folder under ttft's cache is not the executable
+    model = parse(tokens_from_text(f"vllm serve {vllm_home()}/models/m --enforce-eager"))
+    assert detect_gpu(model)[0] is None
     # a command that says cuda loses to the process that runs on a CPU
     cuda = parse(tokens_from_text("VLLM_TARGET_DEVICE=cuda " + VLLM_OK))
     assert detect_gpu(cuda, live)[0] is False
