@@ -149,22 +149,39 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
                     "to pre-render)"
                 )
     elif adapter is not None and adapter.tokenizes_chat:
-        try:
-            verdict = await _check_with_tokenize(runtime, pre)
-        except TtftError as exc:
-            if model.chat_template == "auto":
-                raise  # a template found on disk is used only once the engine confirmed it
-            # The user named this template: kept, as on engines that cannot be asked.
-            log.warning("model %s: chat template not checked against the engine: %s",
-                        model.name, exc.problem)  # fmt: skip
-            verdict = "on"
-        if verdict is None or verdict != "on":
+        verdict = await _check_engine_renders_alike(runtime, pre, model.chat_template == "auto")
+        if verdict != "on":
             return verdict
     runtime.prerenderer = pre
     log.info("model %s: pre-rendering with the chat template of %s", model.name, template.origin)
     if tokenizer is None and llama:
         pre.on_new_frame = lambda frame: _count_prefix_later(runtime, frame)
     return "on"
+
+
+async def _check_engine_renders_alike(
+    runtime: ModelRuntime, pre: Any, found_on_disk: bool
+) -> str | None:
+    """The tokenize check, and what an unanswered one means: a template found on disk waits
+    for the engine's confirmation (None: asked again) or is refused; a template the user
+    configured is kept with a warning when the engine cannot be asked (no /tokenize, or an
+    answer that is not one), as on engines that have no such check."""
+    name = runtime.config.name
+    try:
+        verdict = await _check_with_tokenize(runtime, pre)
+    except TtftError as exc:
+        if found_on_disk:
+            raise
+        log.warning("model %s: chat template not checked against the engine: %s", name, exc)
+        return "on"
+    if verdict is None and not found_on_disk and any(r.healthy for r in runtime.replicas):
+        log.warning(
+            "model %s: chat template not checked against the engine: POST /tokenize gave "
+            "no usable answer",
+            name,
+        )
+        return "on"
+    return verdict
 
 
 def _engine_template(runtime: ModelRuntime) -> Any:
