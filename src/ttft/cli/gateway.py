@@ -44,7 +44,8 @@ from ttft.gateway import config as gwconfig
     "--chat-template",
     default="auto",
     show_default=True,
-    help='"auto" (llama.cpp /props), or a .jinja / tokenizer_config.json (with --upstream).',
+    help='"auto" (llama.cpp: /props; vLLM: the served model folder, checked with its '
+    "/tokenize), or a .jinja / tokenizer_config.json (with --upstream).",
 )
 @click.option(
     "--tokenizer",

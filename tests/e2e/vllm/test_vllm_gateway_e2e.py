@@ -13,13 +13,15 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from vllm_testkit import start
 
 from ttft.cli.gateway_options import GatewayCliOptions
-from ttft.engines.vllm.local import RunningVllm
+from ttft.engines.vllm.local import RunningVllm, VllmConfig
 from ttft.gateway.serve import GatewayThread
 
 pytestmark = pytest.mark.vllm
@@ -122,3 +124,16 @@ def test_a_prerendered_stream_through_the_gateway_is_vllms_answer_token_by_token
     assert done_ns - first_ns > 0.5 * done_ns, (first_ns, done_ns)
     distinct = len({t // 1_000_000 for t, _ in pieces})
     assert distinct > len(pieces) // 4, distinct
+
+
+def test_a_vllm_started_with_max_num_seqs_sets_the_gateways_cap(tmp_path: Path) -> None:
+    """The cap from the real server's own command line (one more vLLM start, ~30-50 s here:
+    the shared server runs with the build's default, which no source names)."""
+    with start(VllmConfig(max_num_seqs=2), tmp_path) as engine, gateway(engine) as gw:
+        (model,) = httpx.get(gw.url + "/health", timeout=30).json()["models"].values()
+    (upstream,) = model["upstreams"]
+    pid = engine.process.pid
+    assert upstream["max_in_flight"] == 2
+    assert upstream["limit_source"] == (
+        f"the engine: --max-num-seqs 2 in the launch command of pid {pid}"
+    )

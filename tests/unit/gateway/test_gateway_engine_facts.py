@@ -342,3 +342,18 @@ def test_a_configured_template_is_kept_where_the_engine_cannot_be_asked(
     with caplog.at_level(logging.WARNING, "ttft.gateway"):
         assert _setup(monkeypatch, runtime, config, None) == "on"
     assert any("not checked against the engine" in r.getMessage() for r in caplog.records)
+
+
+def test_the_cli_without_model_lists_the_upstreams_names() -> None:
+    import dataclasses
+
+    from ttft.cli.gateway_options import GatewayCliOptions
+
+    options = GatewayCliOptions(
+        None, ("http://127.0.0.1:8000",), None, "vllm", "auto", None, False, False, None, (),
+        None, None, None, None, False, None,
+    )  # fmt: skip
+    (model,) = options.config().models
+    assert model.name == "default" and model.name_from_upstream  # "default" is still accepted
+    (named,) = dataclasses.replace(options, model="chat").config().models
+    assert named.name == "chat" and not named.name_from_upstream
