@@ -43,9 +43,15 @@ class LaunchCommand:
     pid: int
     argv: tuple[str, ...]
     environ: Mapping[str, str] = field(default_factory=dict)  # empty when unreadable
+    cwd: str | None = None  # its working directory: what its relative paths are relative to
 
     def describe(self) -> str:
         return f"the launch command of pid {self.pid}"
+
+    def path(self, given: str) -> Path:
+        """A path from its command line as the process sees it (relative to its cwd)."""
+        path = Path(given).expanduser()
+        return path if path.is_absolute() or self.cwd is None else Path(self.cwd) / path
 
 
 def is_loopback(host: str) -> bool:
@@ -136,7 +142,11 @@ def launch_command(host: str, port: int, proc: Path = PROC) -> LaunchCommand | N
     for pid in pids:
         argv = command_line(pid, proc)
         if argv is not None:
-            return LaunchCommand(pid, argv, device_environ(pid, proc))
+            try:
+                cwd: str | None = os.readlink(proc / str(pid) / "cwd")
+            except OSError:
+                cwd = None
+            return LaunchCommand(pid, argv, device_environ(pid, proc), cwd)
     return None
 
 

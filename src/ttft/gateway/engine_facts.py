@@ -107,17 +107,18 @@ def template_place(
     if line is not None:
         given = line.command.value("chat-template")
         if given:
-            path, where = Path(given).expanduser(), line.launch.describe()
+            path, where = line.launch.path(given), line.launch.describe()
             if path.is_file():
                 return TemplatePlace(f"--chat-template {given} ({where})", path), ""
             if "{" in given:  # vLLM takes an inline Jinja template as well as a file
                 return TemplatePlace(f"--chat-template ({where})", text=given), ""
             return None, f"--chat-template {given} of {line.launch.describe()} is no file here"
-        folder = line.command.value("tokenizer") or next(
-            (p.text for p in line.command.positionals), None
-        )
-        if folder:
-            tried.append(folder)
+        # vLLM: --tokenizer, else the model (argument or --model); SGLang: --tokenizer-path,
+        # --model-path.
+        names = ("tokenizer", "tokenizer-path", "model-path", "model")
+        folders = [line.command.value(f) for f in names]
+        folders.append(next((p.text for p in line.command.positionals), None))
+        tried += [str(line.launch.path(f)) for f in folders if f]
     tried += [str(m["root"]) for m in models.values() if isinstance(m.get("root"), str)]
     for name in dict.fromkeys(tried):
         folder_path = Path(name).expanduser()

@@ -24,6 +24,8 @@ from typing import Any
 from ttft.client.errors import RequestFailed
 from ttft.core.errors import TtftError
 from ttft.engines import control
+from ttft.engines.adapter import EngineAdapter
+from ttft.engines.registry import adapter_for
 from ttft.gateway.config import GatewayConfig, engine_adapter
 from ttft.gateway.engine_facts import template_place
 from ttft.gateway.metrics import GatewayMetrics
@@ -88,6 +90,13 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
                 f"disabled (no chat template obtainable from the engine: {found}; to "
                 "pre-render, give the model's template: chat_template = "
                 '"/path/to/tokenizer_config.json" or ttft gateway --chat-template FILE)'
+            )
+        adapter = adapter or _launched_as(runtime)
+        if adapter is None or not adapter.tokenizes_chat:
+            # Found on disk but not confirmable: the engine may have been started with another.
+            return (
+                f"disabled (found {found.origin}, but {model.engine} cannot confirm it is the "
+                "template it serves; to pre-render with it, give it: chat_template = FILE)"
             )
         template = found
     elif model.chat_template == "auto":
@@ -182,6 +191,12 @@ async def _check_engine_renders_alike(
         )
         return "on"
     return verdict
+
+
+def _launched_as(runtime: ModelRuntime) -> EngineAdapter | None:
+    """The adapter of the engine a generic upstream turned out to be (its launch command)."""
+    line = next((r.launch for r in runtime.replicas if r.launch is not None), None)
+    return None if line is None else adapter_for(line.engine)
 
 
 def _engine_template(runtime: ModelRuntime) -> Any:

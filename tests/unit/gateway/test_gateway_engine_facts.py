@@ -357,3 +357,26 @@ def test_the_cli_without_model_lists_the_upstreams_names() -> None:
     assert model.name == "default" and model.name_from_upstream  # "default" is still accepted
     (named,) = dataclasses.replace(options, model="chat").config().models
     assert named.name == "chat" and not named.name_from_upstream
+
+
+def test_relative_paths_of_the_command_line_are_the_processes_own(tmp_path: Path) -> None:
+    folder = _model_folder(tmp_path)
+    line = parse_launch(LaunchCommand(5, ("vllm", "serve", "model"), cwd=str(tmp_path)))
+    assert line is not None
+    place, _ = template_place(line, {})
+    assert place is not None and place.path == folder / "tokenizer_config.json"
+
+
+def test_a_template_found_for_an_engine_that_cannot_confirm_it_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    folder = _model_folder(tmp_path, TEMPLATE)
+    config, runtime = _runtime("sglang")
+    line = _line("python", "-m", "sglang.launch_server", "--tokenizer-path", str(folder))
+    _discover(runtime, config, {"data": [{"id": "m"}]}, line)
+    state = _setup(monkeypatch, runtime, config, TEMPLATE)
+    assert state.startswith("disabled (found ") and "cannot confirm" in state
+    # a generic upstream that turns out to be vLLM is checked with vLLM's /tokenize
+    config, runtime = _runtime("openai")
+    _discover(runtime, config, {"data": [{"id": "m"}]}, _line("vllm", "serve", str(folder)))
+    assert _setup(monkeypatch, runtime, config, TEMPLATE) == "on"
