@@ -88,7 +88,10 @@ def _progress(console: Console) -> Any:
 def _lint(options: DoctorOptions) -> list[Any]:
     from ttft.doctor.lint_bridge import lint_findings
 
-    return lint_findings(options.nginx_conf, options.engine_cmd)
+    # The engine itself (behind the proxy when --direct-url names it): its running process
+    # tells lint the device when it listens on this machine.
+    engine_url = options.direct_url or options.target.url
+    return lint_findings(options.nginx_conf, options.engine_cmd, engine_url)
 
 
 def _emit(report: Any, options: DoctorOptions, console: Console) -> None:

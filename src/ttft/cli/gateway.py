@@ -29,9 +29,9 @@ from ttft.gateway import config as gwconfig
 )
 @click.option(
     "--model",
-    default="default",
-    show_default=True,
-    help="The model name clients send (with --upstream).",
+    default=None,
+    help="The model name clients send (with --upstream) [the upstream's own names, from its "
+    "/v1/models].",
 )
 @click.option(
     "--engine",
@@ -44,7 +44,8 @@ from ttft.gateway import config as gwconfig
     "--chat-template",
     default="auto",
     show_default=True,
-    help='"auto" (llama.cpp /props), or a .jinja / tokenizer_config.json (with --upstream).',
+    help='"auto" (llama.cpp: /props; vLLM: the served model folder, checked with its '
+    "/tokenize), or a .jinja / tokenizer_config.json (with --upstream).",
 )
 @click.option(
     "--tokenizer",
@@ -114,7 +115,7 @@ from ttft.gateway import config as gwconfig
 def gateway(
     config_path: Path | None,
     upstreams: tuple[str, ...],
-    model: str,
+    model: str | None,
     engine: str,
     chat_template: str,
     tokenizer: Path | None,
@@ -174,13 +175,19 @@ def gateway(
     from ttft.gateway.serve import run
 
     def ready(gw: Gateway) -> None:
-        for name, runtime in gw.models.items():
+        for runtime in gw.models.values():
             healthy = runtime.healthy_count()
             click.echo(
-                f"  model {name}: {healthy}/{len(runtime.replicas)} upstreams healthy, "
-                f"pre-render {runtime.prerender_state}",
+                f"  model {', '.join(runtime.listed_names())}: {healthy}/{len(runtime.replicas)}"
+                f" upstreams healthy, pre-render {runtime.prerender_state}",
                 err=True,
             )
+            for r in runtime.replicas:
+                click.echo(
+                    f"    {r.name}: at most {r.admission.max_in_flight} in flight, from "
+                    f"{r.limit_source}",
+                    err=True,
+                )
         if not config.api_keys:
             click.echo(
                 "warning: no API keys configured: anyone who can reach this address can "

@@ -20,7 +20,7 @@ class GatewayCliOptions:
 
     config_path: Path | None
     upstreams: tuple[str, ...]
-    model: str
+    model: str | None  # None: the upstream's own names (its /v1/models)
     engine: str
     chat_template: str
     tokenizer: Path | None
@@ -104,7 +104,7 @@ def _workers(text: str) -> int:
 
 def _from_flags(
     upstreams: tuple[str, ...],
-    model: str,
+    model: str | None,
     engine: str,
     no_prerender: bool,
     hygiene: bool,
@@ -122,7 +122,8 @@ def _from_flags(
     return GatewayConfig(
         models=(
             ModelConfig(
-                name=model,
+                name=model or "default",
+                name_from_upstream=model is None,
                 upstreams=ups,
                 engine=engine,
                 prerender=not no_prerender,

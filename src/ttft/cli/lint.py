@@ -132,9 +132,9 @@ def nginx(
 )
 @click.option(
     "--gpu/--cpu",
-    default=True,
-    show_default=True,
-    help="GPU deployment, or CPU-only (GPU levers such as -ngl and CUDA graphs are moot).",
+    default=None,
+    help="GPU deployment, or CPU-only (GPU levers such as -ngl and CUDA graphs are moot) "
+    "[detected from the command: VLLM_TARGET_DEVICE, --device, CPU-backend variables; else GPU].",
 )
 @click.option(
     "--engine",
@@ -153,7 +153,7 @@ def nginx(
 @click.argument("cmdline", nargs=-1, type=click.UNPROCESSED)
 def engine(
     expected_concurrency: int | None,
-    gpu: bool,
+    gpu: bool | None,
     engine_kind: str | None,
     from_file: Path | None,
     fmt: str,

@@ -29,7 +29,7 @@ from ttft.tune.sweep_flow import (
     sweep_reports,
     trial_runner,
 )
-from ttft.tune.tables import SWEEP_COLUMNS
+from ttft.tune.tables import SWEEP_COLUMNS, sweep_cost
 from ttft.tune.trial import TrialResult
 
 
@@ -70,6 +70,7 @@ def print_table(title: str, columns: tuple[str, ...], rows: list[dict[str, str]]
 
 
 _HEADERS = {
+    "startup_s": "start-up s",
     "goodput_per_s": "goodput/s",
     "ttft_p50_ms": "p50 ms",
     "ttft_p95_ms": "p95 ms",
@@ -122,6 +123,7 @@ def execute_sweep(options: SweepOptions) -> None:
     rows, choice = sweep_reports(exp, plan, results)
     unit = "rate" if plan.search.load == "rate" else "load"
     print_table(f"tune sweep (best {unit} per configuration)", SWEEP_COLUMNS, rows)
+    console.print(sweep_cost(results).text())
     write_page(options.html_path, exp)
     if options.buckets:
         _bucket_axis(options, plan, exp, console)

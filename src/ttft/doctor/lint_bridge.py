@@ -61,7 +61,12 @@ def to_doctor(findings: Sequence[Finding], source: str) -> list[Finding]:
     return out
 
 
-def lint_findings(nginx_conf: Path | None, engine_cmd: str | None) -> list[Finding]:
+def lint_findings(
+    nginx_conf: Path | None, engine_cmd: str | None, engine_url: str | None = None
+) -> list[Finding]:
+    """Lint's warnings on the proxy configuration and the engine's launch command. With
+    ``engine_url`` on loopback, the running engine's own process (its environment, its
+    executable) tells whether it is on a GPU, so GPU-only advice stays off a CPU engine."""
     found: list[Finding] = []
     if nginx_conf is not None:
         from ttft.lint.nginx.config import load
@@ -71,8 +76,12 @@ def lint_findings(nginx_conf: Path | None, engine_cmd: str | None) -> list[Findi
         found += to_doctor(lint_config(load(nginx_conf.resolve())), "nginx")
     if engine_cmd:
         from ttft.engines.cmdline import COMMAND_LINE, parse, tokens_from_argv
+        from ttft.engines.local_process import launch_command_of_url
+        from ttft.engines.rulekit import EngineLintOptions
         from ttft.lint.engine.run import lint_command
 
         tokens = tokens_from_argv(shlex.split(engine_cmd))
-        found += to_doctor(lint_command(parse(tokens, None, COMMAND_LINE)), "engine")
+        live = launch_command_of_url(engine_url) if engine_url else None
+        options = EngineLintOptions(live=live)
+        found += to_doctor(lint_command(parse(tokens, None, COMMAND_LINE), options), "engine")
     return found

@@ -96,6 +96,9 @@ class EngineAdapter:
     # A text prompt sent to its completions endpoint always gets BOS prepended (no
     # ``add_special_tokens`` switch), so a pre-rendered prompt must leave its own BOS out.
     completions_prompt_gets_bos: bool = False
+    # ``POST /tokenize`` takes chat ``messages`` and renders them with the engine's own template
+    # (vLLM): the gateway checks its pre-rendering against it.
+    tokenizes_chat: bool = False
     ignores_eos: bool = False  # accepts ``ignore_eos`` in requests (exact output lengths)
     # Whether its answers say how many prompt tokens came from the prefix cache (usage's
     # cached_tokens, llama-server's timings.cache_n); if not, only a metrics counter tells.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ttft.core.findings import Finding, Location, Severity
 from ttft.engines.command import Arg, EngineCommand
+from ttft.engines.local_process import LaunchCommand
 
 # The range worth sweeping for the per-step token budget: start at 2048, sweep 1024/2048/4096.
 BUDGET_LOW, BUDGET_START, BUDGET_HIGH = 1024, 2048, 4096
@@ -24,7 +25,11 @@ MEMORY_RISKY = 0.92
 @dataclass(frozen=True)
 class EngineLintOptions:
     expected_concurrency: int | None = None
-    gpu: bool = True  # a GPU deployment; False: CPU-only, where GPU levers are moot
+    # A GPU deployment; False: CPU-only, where GPU levers are moot. None: detected from the
+    # command (and ``live``) by ``ttft.engines.device``; a GPU where nothing tells.
+    gpu: bool | None = None
+    # The running engine's own launch command and environment, when it listens on this machine.
+    live: LaunchCommand | None = None
 
 
 Rule = Callable[[EngineCommand, EngineLintOptions], list[Finding]]

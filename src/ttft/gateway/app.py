@@ -1,8 +1,9 @@
 """The gateway service: endpoints, API keys, and the life cycle of models and health checks.
 
 Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (proxied), ``GET
-/v1/models`` (the configured names), ``GET /health`` (200 while every model has a healthy
-replica, 503 otherwise, with the details) and ``GET /metrics`` (Prometheus text).
+/v1/models`` (the configured names and the engines' own), ``GET /health`` (200 while every
+model has a healthy replica, 503 otherwise, with the details) and ``GET /metrics``
+(Prometheus text).
 """
 
 from __future__ import annotations
@@ -310,14 +311,23 @@ class Gateway:
         )
 
     def _models_body(self) -> dict[str, Any]:
+        """Every name a request may use, once: configured names, then what the engines listed
+        (a name two models' engines both list is served by the first, as routing does)."""
         created = int(self.started_at)
-        return {
-            "object": "list",
-            "data": [
-                {"id": name, "object": "model", "created": created, "owned_by": "ttft-gateway"}
-                for name in self.models
-            ],
-        }
+        data: dict[str, dict[str, Any]] = {}
+        for runtime in self.models.values():
+            for name in runtime.listed_names():
+                data.setdefault(
+                    name,
+                    {
+                        "id": name,
+                        "object": "model",
+                        "created": created,
+                        "owned_by": "ttft-gateway",
+                        **_length(runtime.engine_models.get(name)),
+                    },
+                )
+        return {"object": "list", "data": list(data.values())}
 
     def _health_body(self) -> tuple[bool, dict[str, Any]]:
         models = {}
@@ -334,12 +344,21 @@ class Gateway:
                         "healthy": r.healthy,
                         "in_flight": r.admission.in_flight,
                         "queued": r.admission.waiting,
+                        "max_in_flight": r.admission.max_in_flight,
+                        "limit_source": r.limit_source,
                         **({"last_error": r.last_error} if r.last_error else {}),
                     }
                     for r in runtime.replicas
                 ],
             }
         return ok, {"status": "ok" if ok else "degraded", "models": models}
+
+
+def _length(facts: dict[str, Any] | None) -> dict[str, Any]:
+    """The engine's ``max_model_len`` for a name it listed (clients size prompts by it)."""
+    if facts is None or "max_model_len" not in facts:
+        return {}
+    return {"max_model_len": facts["max_model_len"]}
 
 
 def _bearer(request: Request) -> str:

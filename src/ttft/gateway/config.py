@@ -97,12 +97,18 @@ class ModelConfig:
     # accepted too, so a client that sends the engine's real model name is served.
     aliases: tuple[str, ...] = ()
     prerender: bool = True  # render chat templates here and call the completions endpoint
-    chat_template: str = "auto"  # "auto" (llama.cpp /props), or a .jinja / tokenizer_config.json
+    # "auto": llama.cpp's /props; other engines: the template of the model folder the engine
+    # serves (its launch command, or vLLM's /v1/models root) when it is on this machine.
+    # Or a .jinja / tokenizer_config.json.
+    chat_template: str = "auto"
     tokenizer: str | None = None  # a tokenizer.json: prompts go upstream as token ids
     hygiene: bool = False  # move dynamic content out of the system prompt (changes the prompt)
     # llama.cpp: before pre-rendering, check that /v1/completions reuses a shared prefix (it does
     # not for sliding-window models without --swa-full; then chat requests go to /chat).
     check_prefix_reuse: bool = True
+    # ``name`` is a placeholder (``ttft gateway --upstream`` without ``--model`` sets this):
+    # /v1/models lists the engines' own names instead, once they answered.
+    name_from_upstream: bool = False
 
 
 @dataclass(frozen=True)

@@ -263,7 +263,7 @@ class Planner:
             raise GatewayError(
                 404,
                 f"The model '{name[:200]}' does not exist on this gateway; available: "
-                f"{', '.join(sorted(self.models))}",
+                f"{', '.join(n for r in self.models.values() for n in r.listed_names())}",
                 param="model",
                 code="model_not_found",
             )

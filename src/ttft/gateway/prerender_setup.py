@@ -1,25 +1,33 @@
 """Switching pre-rendering on for a model, once its chat template is known and checks out.
 
 Pre-rendering starts disabled and is switched on per model once the template is known: read from
-a file, or (``chat_template = "auto"``) from a llama-server's ``GET /props``, and then checked
-against that server's own ``POST /apply-template`` on a probe conversation. Any disagreement
-leaves it off, with the reason logged and exported, because a pre-rendered prompt that differs
-from the engine's would silently change answers.
+a file, or (``chat_template = "auto"``) from a llama-server's ``GET /props``, or for other engines
+from the model folder they serve when it is on this machine (``engine_facts.template_place``).
+It is then checked against the engine: llama-server's ``POST /apply-template``, vLLM's ``POST
+/tokenize`` with the messages (its own chat rendering) against ``/tokenize`` of the text rendered
+here, on a probe conversation. Any disagreement leaves it off, with the reason logged and
+exported, because a pre-rendered prompt that differs from the engine's would silently change
+answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ttft.client.errors import RequestFailed
 from ttft.core.errors import TtftError
 from ttft.engines import control
+from ttft.engines.adapter import EngineAdapter
+from ttft.engines.registry import adapter_for
 from ttft.gateway.config import GatewayConfig, engine_adapter
+from ttft.gateway.engine_facts import template_place
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.runtime import ModelRuntime, Replica, fetch
 
@@ -69,12 +77,29 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
     adapter = engine_adapter(model.engine)
     llama = adapter is not None and adapter.control_endpoints  # /props, /apply-template, /tokenize
     source: Replica | None = None
-    if model.chat_template == "auto":
-        if not llama:
-            raise TtftError(
-                f'chat_template = "auto" needs a llama.cpp engine ({model.engine} has no /props)',
-                "set chat_template to the model's .jinja or tokenizer_config.json",
+    if model.chat_template == "auto" and not llama:
+        if not runtime.listed.is_set():
+            # Discovery has not read the engine's model listing yet: wait for it, not a retry.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(runtime.listed.wait(), 30)
+            if not runtime.listed.is_set():
+                return None
+        found = _engine_template(runtime)
+        if isinstance(found, str):
+            return (
+                f"disabled (no chat template obtainable from the engine: {found}; to "
+                "pre-render, give the model's template: chat_template = "
+                '"/path/to/tokenizer_config.json" or ttft gateway --chat-template FILE)'
             )
+        adapter = adapter or _launched_as(runtime)
+        if adapter is None or not adapter.tokenizes_chat:
+            # Found on disk but not confirmable: the engine may have been started with another.
+            return (
+                f"disabled (found {found.origin}, but {model.engine} cannot confirm it is the "
+                "template it serves; to pre-render with it, give it: chat_template = FILE)"
+            )
+        template = found
+    elif model.chat_template == "auto":
         props = await _first_json(runtime, control.PROPS)
         if props is None:
             return None
@@ -127,9 +152,91 @@ async def _try_setup(runtime: ModelRuntime, config: GatewayConfig) -> str | None
                     "model served without --swa-full; start llama-server with --swa-full "
                     "to pre-render)"
                 )
+    elif adapter is not None and adapter.tokenizes_chat:
+        verdict = await _check_engine_renders_alike(runtime, pre, model.chat_template == "auto")
+        if verdict != "on":
+            return verdict
     runtime.prerenderer = pre
+    log.info("model %s: pre-rendering with the chat template of %s", model.name, template.origin)
     if tokenizer is None and llama:
         pre.on_new_frame = lambda frame: _count_prefix_later(runtime, frame)
+    return "on"
+
+
+async def _check_engine_renders_alike(
+    runtime: ModelRuntime, pre: Any, found_on_disk: bool
+) -> str | None:
+    """The tokenize check, and what an unanswered one means: a template found on disk waits
+    for the engine's confirmation (None: asked again) or is refused; a template the user
+    configured is kept with a warning when the engine cannot be asked (no /tokenize, or an
+    answer that is not one), as on engines that have no such check."""
+    name = runtime.config.name
+    try:
+        verdict = await _check_with_tokenize(runtime, pre)
+    except TtftError as exc:
+        if found_on_disk:
+            raise
+        log.warning("model %s: chat template not checked against the engine: %s", name, exc)
+        return "on"
+    if verdict is None and not found_on_disk and any(r.healthy for r in runtime.replicas):
+        log.warning(
+            "model %s: chat template not checked against the engine: POST /tokenize gave "
+            "no usable answer",
+            name,
+        )
+        return "on"
+    return verdict
+
+
+def _launched_as(runtime: ModelRuntime) -> EngineAdapter | None:
+    """The adapter of the engine a generic upstream turned out to be (its launch command)."""
+    line = next((r.launch for r in runtime.replicas if r.launch is not None), None)
+    return None if line is None else adapter_for(line.engine)
+
+
+def _engine_template(runtime: ModelRuntime) -> Any:
+    """The chat template of the model folder the engine serves (a ``ChatTemplate``), or why
+    there is none (a string)."""
+    from ttft.prompts.chat_template import ChatTemplate
+    from ttft.prompts.sources import load_template
+
+    line = next((r.launch for r in runtime.replicas if r.launch is not None), None)
+    place, why = template_place(line, runtime.engine_models)
+    if place is None:
+        return why
+    try:
+        if place.path is not None:
+            return load_template(place.path)
+        return ChatTemplate(place.text or "", place.origin)
+    except TtftError as exc:
+        return exc.problem
+
+
+async def _check_with_tokenize(runtime: ModelRuntime, pre: Any) -> str | None:
+    """``on`` when the engine's own chat rendering (vLLM: ``POST /tokenize`` with messages)
+    gives the same tokens as this rendering tokenized by the engine; else why not. A template
+    that cannot be checked is not used: a wrong one would silently change every answer.
+    None: no upstream answered yet (asked again later)."""
+    mine = pre.render_full(_PROBE)
+    if pre.render(_PROBE).text != mine:
+        return "disabled (the cached frame of the template does not rebuild its full render)"
+    named = {"model": next(iter(runtime.engine_models))} if runtime.engine_models else {}
+    chat, text = control.tokenize_chat(_PROBE), control.tokenize(mine, add_special=False)
+    theirs = await _first_json(runtime, replace(chat, body={**(chat.body or {}), **named}))
+    if theirs is None:
+        return None
+    ours = await _first_json(runtime, replace(text, body={**(text.body or {}), **named}))
+    if ours is None:
+        return None
+    expected, got = control.tokens_of(theirs[1]), control.tokens_of(ours[1])
+    if expected is None or got is None:
+        return f"disabled ({theirs[0].name}'s POST /tokenize answered no tokens)"
+    if expected != got:
+        return (
+            f"disabled (the template here renders a probe conversation differently from "
+            f"{theirs[0].name}'s own chat template: {len(got)} tokens against "
+            f"{len(expected)}; give the template the engine uses: chat_template = FILE)"
+        )
     return "on"
 
 

@@ -26,6 +26,7 @@ from ttft.gateway.config import (
     ModelConfig,
     UpstreamConfig,
 )
+from ttft.gateway.engine_facts import EngineCommandLine
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.routing import Router
 from ttft.gateway.upstream import CollectSink, UpstreamPool, request_bytes
@@ -49,6 +50,10 @@ class Replica:
     cap_from_engine: bool = False
     # llama-server's slots, once /props named them and pinning is on (admission/slot_pins.py).
     slot_pins: SlotPins | None = None
+    # Where the in-flight cap came from, in words (logged, and shown in /health).
+    limit_source: str = ""
+    # The engine's launch command, when it listens on loopback here (gateway/engine_facts.py).
+    launch: EngineCommandLine | None = None
 
     @property
     def name(self) -> str:
@@ -88,6 +93,12 @@ class ModelRuntime:
     counting: set[asyncio.Task[None]] = field(default_factory=set)  # /tokenize in background
     # Names the upstreams' /v1/models list (the engine's real model name), accepted as aliases.
     engine_names: set[str] = field(default_factory=set)
+    # The same names in the engines' order with what each listed about them (vLLM: root,
+    # max_model_len), for the gateway's own /v1/models.
+    engine_models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Set once a replica answered /v1/models and its launch command was looked for: what the
+    # template discovery of engines without /props waits for.
+    listed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def name(self) -> str:
@@ -99,6 +110,14 @@ class ModelRuntime:
 
     def answers_to(self, name: str) -> bool:
         return name in self.config.aliases or name in self.engine_names
+
+    def listed_names(self) -> list[str]:
+        """What the gateway's ``/v1/models`` lists for this model: the configured name, then
+        the engines' own names; without a configured name (``ttft gateway --upstream`` with no
+        ``--model``), only the engines' names once one answered."""
+        implicit = self.config.name_from_upstream and self.engine_models
+        names = [] if implicit else [self.name]
+        return names + [n for n in self.engine_models if n not in names]
 
     def healthy_count(self) -> int:
         return sum(1 for r in self.replicas if r.healthy)
@@ -113,6 +132,12 @@ def build_runtime(
     for i, up in enumerate(model.upstreams):
         given = up.max_in_flight or admission.max_in_flight
         whole = given or default_max_in_flight(model.engine)
+        if up.max_in_flight:
+            source = "configured (the upstream's max_in_flight)"
+        elif admission.max_in_flight:
+            source = "configured (max_in_flight / --max-in-flight)"
+        else:
+            source = f"the gateway's default for {model.engine}"
         cap = part.part(whole, i)
         pool = UpstreamPool(
             up.host,
@@ -139,6 +164,7 @@ def build_runtime(
             ),
             f"{host_header}:{up.port}",
             cap_from_engine=given is None,
+            limit_source=source,
         )
         replicas.append(replica)
         _track(metrics, replica)

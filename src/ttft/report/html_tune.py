@@ -227,6 +227,15 @@ def sweep_body(doc: Mapping[str, Any]) -> list[str]:
     body = [section("Charts", charts(*figures))] if figures else []
     columns = list(doc["table"][0]) if doc["table"] else []
     body.append(section("Ranking", _row_cells("sweep", columns, doc["table"])))
+    cost = doc.get("cost")
+    if isinstance(cost, dict) and cost.get("trials"):
+        share = 100 * float(cost.get("startup_share", 0.0))
+        body.append(
+            paragraph(
+                f"cost: {cost['trials']} trials, {float(cost['seconds']):.0f} s, of which "
+                f"{float(cost['startup_seconds']):.0f} s ({share:.0f}%) engine start-up"
+            )
+        )
     chosen = doc.get("chosen")
     if chosen:
         command = " ".join(chosen.get("launch_command", []))

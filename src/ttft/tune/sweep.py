@@ -10,6 +10,7 @@ Finished trials are read back from the experiment directory instead of being run
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -101,6 +102,7 @@ def run_trial(
     (the engine did not start, every request failed) and the sweep goes on."""
     records = exp.begin(trial_id)
     result = TrialResult(trial_id, dict(config), OK)
+    started = time.perf_counter()
     try:
         with runner.open(config, workload, records, slos) as session:
             result.launch_command = list(session.launch_command)
@@ -109,6 +111,9 @@ def run_trial(
     except TtftError as exc:
         result.status, result.reason = FAILED, str(exc)
         return result
+    finally:
+        # A trial that failed to start cost its time too.
+        result.trial_s = time.perf_counter() - started
     result.levels, result.best, result.saturated = outcome.levels, outcome.best, outcome.saturated
     if all(level.ok == 0 for level in outcome.levels):
         errors = sorted({kind for lv in outcome.levels for kind in lv.errors})

@@ -35,6 +35,7 @@ from ttft.tune.sweep import SearchSettings, chosen, run_sweep
 from ttft.tune.tables import (
     SWEEP_COLUMNS,
     bucket_rows,
+    sweep_cost,
     sweep_json,
     sweep_rows,
     to_csv,
@@ -190,7 +191,7 @@ def sweep_reports(
     write_summary(
         exp,
         sweep_json(results, [s.text for s in plan.slos], choice, plan.search.load),
-        to_markdown("tune sweep", SWEEP_COLUMNS, rows),
+        to_markdown("tune sweep", SWEEP_COLUMNS, rows) + "\n" + sweep_cost(results).text() + "\n",
         to_csv(SWEEP_COLUMNS, rows),
     )
     return rows, choice

@@ -7,6 +7,7 @@ from an experiment directory without a terminal.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ttft.core.tables import csv_records, markdown_records
@@ -22,6 +23,7 @@ SWEEP_COLUMNS = (
     "rank",
     "config",
     "status",
+    "startup_s",
     "best_load",
     "goodput_per_s",
     "ttft_p50_ms",
@@ -65,6 +67,7 @@ def sweep_rows(results: Sequence[TrialResult]) -> list[dict[str, str]]:
                 "rank": str(n),
                 "config": config_label(r.config),
                 "status": "quality fail" if r.quality_failed else r.status,
+                "startup_s": _num(r.startup_s, 1),  # engine start-up to healthy, this trial
                 "best_load": "" if best is None else best.load_label(),  # c=4 or 2.0/s
                 "goodput_per_s": "" if best is None else _num(best.goodput_per_s, 2),
                 "ttft_p50_ms": "" if best is None else _num(best.ttft_p50_ms),
@@ -75,6 +78,45 @@ def sweep_rows(results: Sequence[TrialResult]) -> list[dict[str, str]]:
             }
         )
     return rows
+
+
+@dataclass(frozen=True)
+class SweepCost:
+    """What a sweep cost on the wall clock; engine start-ups are part of it."""
+
+    trials: int
+    seconds: float  # every trial, start-up included (a trial without trial_s: its start-up)
+    startup_seconds: float  # the engines' start-ups alone
+    started: int  # trials that recorded a start-up
+
+    @property
+    def startup_share(self) -> float:
+        return self.startup_seconds / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trials": self.trials,
+            "seconds": round(self.seconds, 3),
+            "startup_seconds": round(self.startup_seconds, 3),
+            "startup_share": round(self.startup_share, 4),
+        }
+
+    def text(self) -> str:
+        line = f"cost: {self.trials} trials, {self.seconds:.0f} s"
+        if self.started:
+            line += (
+                f", of which {self.startup_seconds:.0f} s ({100 * self.startup_share:.0f}%) "
+                f"engine start-up ({self.started} start-ups)"
+            )
+        return line
+
+
+def sweep_cost(results: Sequence[TrialResult]) -> SweepCost:
+    """The sweep's cost: each trial's wall time (resumed trials count what they cost when
+    they ran), and how much of it went to starting engines."""
+    startups = [r.startup_s for r in results if r.startup_s is not None]
+    seconds = sum(r.trial_s if r.trial_s is not None else (r.startup_s or 0.0) for r in results)
+    return SweepCost(len(results), seconds, sum(startups), len(startups))
 
 
 def bucket_rows(
@@ -143,6 +185,7 @@ def sweep_json(
         "load": load,  # concurrency (closed loop) or rate (open loop, requests/s)
         "slos": list(slos),
         "table": sweep_rows(results),
+        "cost": sweep_cost(results).to_dict(),
         "chosen": None if choice is None else choice.to_dict(),
         "trials": [r.to_dict() for r in results],
     }

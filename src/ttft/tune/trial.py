@@ -153,7 +153,9 @@ class TrialResult:
     best: LevelResult | None = None
     saturated: bool = False  # the search stopped because more load gave no more goodput
     launch_command: list[str] = field(default_factory=list)
-    startup_s: float | None = None
+    startup_s: float | None = None  # the engine's start-up to healthy (a trial that starts one)
+    # The whole trial on the wall clock: start-up, warm-up, load search, stop (its cost).
+    trial_s: float | None = None
     # The quality gate's verdict against the sweep's baseline (pass / degraded / fail, from
     # ``ttft verify quality``); None: not checked. A "fail" is never chosen.
     quality: str | None = None
@@ -173,6 +175,7 @@ class TrialResult:
             "saturated": self.saturated,
             "launch_command": list(self.launch_command),
             "startup_s": self.startup_s,
+            "trial_s": self.trial_s,
             "quality": self.quality,
         }
 
@@ -189,5 +192,6 @@ class TrialResult:
             saturated=bool(data.get("saturated", False)),
             launch_command=[str(a) for a in data.get("launch_command", [])],
             startup_s=data.get("startup_s"),
+            trial_s=data.get("trial_s"),
             quality=data.get("quality"),
         )

@@ -10,7 +10,13 @@ import pytest
 from ttft.core.errors import TtftError
 from ttft.engines.vllm.adapter import ADAPTER
 from ttft.engines.vllm.help_check import unknown_flags
-from ttft.engines.vllm.local import VllmConfig, build_argv, check_flags, installed_flags
+from ttft.engines.vllm.local import (
+    RunningVllm,
+    VllmConfig,
+    build_argv,
+    check_flags,
+    installed_flags,
+)
 from ttft.engines.vllm.rules import RULES
 
 pytestmark = pytest.mark.vllm
@@ -69,3 +75,23 @@ def test_a_renamed_flag_is_a_clear_message_before_launch(installed: set[str]) ->
     with pytest.raises(TtftError) as info:
         check_flags(["vllm", "serve", "m", "--num-scheduler-steps", "8"])
     assert "--num-scheduler-steps" in str(info.value) and "--help=all" in str(info.value)
+
+
+def test_cuda_graph_advice_stays_off_the_running_cpu_vllm(vllm_server: RunningVllm) -> None:
+    """doctor's lint of the shared server's own command (``--enforce-eager``, the CPU norm):
+    the running process says it is on a CPU, so no plan step to drop the flag."""
+    from ttft.doctor.lint_bridge import lint_findings
+    from ttft.engines.cmdline import parse, tokens_from_argv
+    from ttft.engines.device import detect_gpu
+    from ttft.engines.local_process import launch_command_of_url
+
+    argv = ["vllm", "serve", *vllm_server.argv[2:]]
+    assert "--enforce-eager" in argv
+    live = launch_command_of_url(vllm_server.base_url)
+    assert live is not None and live.pid == vllm_server.process.pid
+    detected, why = detect_gpu(parse(tokens_from_argv(argv)), live)
+    assert detected is False and why == "VLLM_TARGET_DEVICE=cpu", why
+    on_cpu = [f.rule for f in lint_findings(None, " ".join(argv), vllm_server.base_url)]
+    text_only = [f.rule for f in lint_findings(None, " ".join(argv))]
+    assert "vllm/cuda-graphs" not in on_cpu, on_cpu
+    assert "vllm/cuda-graphs" in text_only  # nothing in the text alone says CPU: a GPU assumed

@@ -10,6 +10,7 @@ import pytest
 
 from ttft.core.findings import Finding, Severity
 from ttft.engines.cmdline import parse, tokens_from_text
+from ttft.engines.vllm.install import vllm_home
 from ttft.lint.engine.common_rules import EngineLintOptions, parse_count
 from ttft.lint.engine.run import lint_command
 
@@ -29,7 +30,7 @@ LLAMA_OK = "llama-server -m gemma.gguf -c 16384 -np 4 -ngl all -lm mlock -fa on 
 
 
 def lint(
-    text: str, *, expected: int | None = None, gpu: bool = True, engine: str | None = None
+    text: str, *, expected: int | None = None, gpu: bool | None = True, engine: str | None = None
 ) -> list[Finding]:
     cmd = parse(tokens_from_text(text), engine)
     return lint_command(cmd, EngineLintOptions(expected_concurrency=expected, gpu=gpu))
@@ -228,9 +229,59 @@ def test_cuda_graphs_disabled() -> None:
     assert rule(lint(VLLM_OK + " --no-enforce-eager"), "vllm/cuda-graphs") == []
 
 
-def test_cuda_graphs_are_moot_on_cpu() -> None:
-    found = rule(lint(VLLM_OK + " --enforce-eager", gpu=False), "vllm/cuda-graphs")
-    assert [f.severity for f in found] == [Severity.INFO] and "moot" in found[0].title
+def test_cuda_graphs_say_nothing_on_a_cpu() -> None:
+    assert rule(lint(VLLM_OK + " --enforce-eager", gpu=False), "vllm/cuda-graphs") == []
+    assert rule(lint(SGLANG_OK + " --disable-cuda-graph", gpu=False), "sglang/cuda-graphs") == []
+
+
+@pytest.mark.parametrize(
+    ("prefix", "suffix", "gpu"),
+    [
+        ("VLLM_TARGET_DEVICE=cpu ", "", False),
+        ("VLLM_CPU_KVCACHE_SPACE=4 ", "", False),
+        ("CUDA_VISIBLE_DEVICES= ", "", False),
+        ("CUDA_VISIBLE_DEVICES=-1 ", "", False),
+        ("", " --device cpu", False),
+        ("VLLM_TARGET_DEVICE=cuda ", "", True),
+        ("", " --device cuda", True),
+        ("CUDA_VISIBLE_DEVICES=0,1 ", "", None),
+        ("", "", None),
+    ],
+)
+def test_the_device_is_detected_from_the_command(
+    prefix: str, suffix: str, gpu: bool | None
+) -> None:
+    from ttft.engines.device import detect_gpu
+
+    command = prefix + VLLM_OK + " --enforce-eager" + suffix
+    detected, why = detect_gpu(parse(tokens_from_text(command)))
+    assert detected is gpu and why
+    # unknown is a GPU: where these engines usually run, and the rule's reason to exist
+    found = rule(lint(command, gpu=None), "vllm/cuda-graphs")
+    assert len(found) == (0 if gpu is False else 1)
+
+
+def test_the_running_engines_own_process_tells_the_device() -> None:
+    """doctor passes the live process of a loopback engine: its environment and executable."""
+    from ttft.engines.device import detect_gpu
+    from ttft.engines.local_process import LaunchCommand
+
+    cmd = parse(tokens_from_text(VLLM_OK + " --enforce-eager"))
+    live = LaunchCommand(7, ("python", "/x/bin/vllm", "serve"), {"VLLM_TARGET_DEVICE": "cpu"})
+    assert detect_gpu(cmd, live)[0] is False
+    options = EngineLintOptions(live=live)
+    assert rule(lint_command(cmd, options), "vllm/cuda-graphs") == []
+    ttft_build = LaunchCommand(
+        7, (f"{vllm_home()}/venv/bin/python", f"{vllm_home()}/venv/bin/vllm")
+    )
+    detected, why = detect_gpu(cmd, ttft_build)
+    assert detected is False and "CPU build" in why
+    # a model folder under ttft's cache is not the executable
+    model = parse(tokens_from_text(f"vllm serve {vllm_home()}/models/m --enforce-eager"))
+    assert detect_gpu(model)[0] is None
+    # a command that says cuda loses to the process that runs on a CPU
+    cuda = parse(tokens_from_text("VLLM_TARGET_DEVICE=cuda " + VLLM_OK))
+    assert detect_gpu(cuda, live)[0] is False
 
 
 def test_cpu_offload() -> None:

@@ -56,6 +56,7 @@ ADAPTER = EngineAdapter(
     ),
     sends_x_accel_buffering_no=False,  # its OpenAI server sets no such header
     ignores_eos=True,
+    tokenizes_chat=True,
     # usage.prompt_tokens_details only with --enable-prompt-tokens-details (off by default)
     reports_cached_tokens=False,
     tunables={

@@ -255,22 +255,12 @@ def rule_kv_quantized(cmd: EngineCommand, opts: EngineLintOptions) -> list[Findi
 
 
 def rule_cuda_graphs(cmd: EngineCommand, opts: EngineLintOptions) -> list[Finding]:
+    """Eager mode on a GPU; nothing on a CPU, where there are no CUDA graphs to lose (vLLM's
+    CPU backend runs eager anyway) and a plan step to drop the flag would be noise."""
     flag = adapter_for(cmd.engine).roles.eager_mode
     arg = cmd.get(flag) if flag else None
-    if arg is None or is_false(arg.value):
+    if arg is None or is_false(arg.value) or opts.gpu is False:
         return []
-    if not opts.gpu:
-        return [
-            finding_at(
-                cmd,
-                f"{cmd.engine}/cuda-graphs",
-                Severity.INFO,
-                "CUDA graphs off (moot on CPU)",
-                f"{arg.flag} disables CUDA graphs; on a CPU-only deployment there are none.",
-                arg,
-                f"remove {arg.flag} before moving to GPUs",
-            )
-        ]
     return [
         finding_at(
             cmd,
