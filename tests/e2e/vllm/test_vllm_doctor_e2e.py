@@ -65,7 +65,7 @@ def test_prefix_cache_off_and_one_sequence_are_both_found(tmp_path: Path) -> Non
     assert '"--enable-prefix-caching" = ""' in text and '"--max-num-seqs" = "4"' in text
     # --enforce-eager is the CPU backend's norm: the running server is on a CPU, so the plan
     # carries no step to drop it
-    steps = text[text.index("[[step]]") :]  # the launch line above them keeps the flag
+    steps = text[text.index("\n[[step]]") :]  # the launch line above them keeps the flag
     assert "vllm/cuda-graphs" not in by_rule and "enforce-eager" not in steps, rules(report)
 
 
