@@ -159,14 +159,20 @@ def test_ab_chain_attributes_each_step_with_ci_apart_gains(
     tmp_path: Path, marker: str, engine_threads: int
 ) -> None:
     """baseline (timestamp first in a ~600-token system prompt, -np 1) -> +timestamp moved
-    last -> +-np 4, at concurrency 4."""
+    last -> +-np 4, at concurrency 4.
+
+    Why 64 answer tokens: at concurrency 4, one slot's TTFT is mostly the queue (three answers
+    decoding ahead, 3D) and four slots' is the four suffixes prefilled in one batch (4p). The
+    bootstrap interval of one slot's p50 reaches down to about p + 1.5(p + D); with 32 tokens D was
+    close to 2p on this CPU and a CI run found the intervals touching ('no effect'); 64 tokens
+    double D and keep them apart on machines that decode relatively faster too."""
     baseline = Change("timestamp first, -np 1", {"-np": "1"})
     changes = [
         Change("timestamp moved last", transforms=("move-dynamic",)),
         Change("-np 4", {"-np": "4"}),
     ]
     workload = TuneWorkload(
-        shape="timestamp-first", prefix_words=460, suffix_words=8, max_tokens=32, requests=8
+        shape="timestamp-first", prefix_words=460, suffix_words=8, max_tokens=64, requests=8
     )
     exp = ExperimentDir.open(tmp_path / "ab", {"kind": "ab"}, resume=False)
     chain = run_chain(
@@ -177,7 +183,8 @@ def test_ab_chain_attributes_each_step_with_ci_apart_gains(
     assert prompt and all(lv.ok == lv.n for lv in prompt)
     rows = chain.rows
     assert [r.name for r in rows] == ["step 0", "step 1", "step 2"]
-    assert [r.verdict for r in rows[1:]] == [KEPT, KEPT]
+    table = [(r.name, r.verdict, r.ttft and (r.ttft.p50, r.ttft.p50_ci)) for r in rows]
+    assert [r.verdict for r in rows[1:]] == [KEPT, KEPT], table
     for row in rows[1:]:
         assert row.vs_previous_ms is not None and row.vs_previous_ms < 0, row
         assert row.significant, f"{row.label}: CI overlaps the previous step's"
