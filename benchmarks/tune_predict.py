@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--param", action="append", default=None, help="default: -np=1,2,4,8")
     parser.add_argument("--slo", default="ttft:p99<2s")
     parser.add_argument("--measure-top", type=int, default=None)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None, help="llama-server -t of trials")
     parser.add_argument("--max-load", type=int, default=8)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -66,7 +66,9 @@ def main() -> None:
         seconds = ttft("simulate", "calibrate", "--out", str(cal))
         print(f"calibration took {seconds:.0f} s\n", flush=True)
     common = [f"--param={p}" for p in (args.param or ["-np=1,2,4,8"])]
-    common += ["--slo", args.slo, "--threads", str(args.threads)]
+    common += ["--slo", args.slo]
+    if args.threads is not None:  # the calibration's engine runs with llama-server's default
+        common += ["--threads", str(args.threads)]
     common += ["--max-load", str(args.max_load)]
     full_out, predicted_out = args.out / f"full-{stamp}", args.out / f"predicted-{stamp}"
     full_s = ttft("tune", "sweep", *common, "--out", str(full_out))

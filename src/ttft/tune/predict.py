@@ -309,8 +309,6 @@ def select(
             outcome.best,
             outcome.saturated,
         )
-        if result.best is None:
-            result.note = "predicted: no load holds the SLOs"
         predicted.append(result)
     ranked = rank(predicted)
     chosen = {r.trial_id for r in ranked[:top]} | set(unpredictable)
