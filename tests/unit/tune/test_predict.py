@@ -192,3 +192,30 @@ def test_a_missing_calibration_exits_2_without_a_traceback(
     err = capsys.readouterr().err
     assert "calibration file not found" in err
     assert "ttft simulate calibrate" in err and "Traceback" not in err
+
+
+def test_open_loop_sweeps_are_predicted_with_the_rate_search() -> None:
+    rate = SearchSettings(load="rate", start_rate=0.5, max_rate=8.0, level_s=5.0)
+    configs = grid("--max-num-seqs=1,8")
+    selection = select(
+        configs,
+        calibration("vllm"),
+        "vllm",
+        WORKLOAD,
+        SLOS,
+        rate,
+        trial_key(WORKLOAD, SLOS, rate),
+        measure_top=1,
+    )
+    best = [r.best for r in selection.ranked]
+    assert all(b is not None and b.rate is not None for b in best)
+    assert selection.ranked[0].config == {"--max-num-seqs": "8"}
+    assert selection.measure == [{"--max-num-seqs": "8"}]
+
+
+def test_slos_the_simulator_cannot_predict_are_refused() -> None:
+    with pytest.raises(TtftError, match="the simulator predicts"):
+        select(
+            grid("-np=1,2"), calibration(), "llamacpp", WORKLOAD, parse_slos(["itl:p99<50ms"]),
+            SEARCH, key(),
+        )  # fmt: skip
