@@ -165,6 +165,21 @@ _SWEEP = [
         help="Check each configuration's answers against the first one (ttft verify quality: "
         "512 tokens, 2 probes); a 'fail' is marked 'quality fail' and never chosen.",
     ),
+    click.option(
+        "--predict",
+        "predict_path",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=None,
+        help="A calibration from `ttft simulate calibrate`: rank the whole grid by the "
+        "simulator's prediction and measure only the best --measure-top configurations.",
+    ),
+    click.option(
+        "--measure-top",
+        type=int,
+        default=None,
+        help="With --predict: how many of the best-predicted configurations to measure "
+        "(default: half the grid, rounded up). Those the model cannot predict are measured too.",
+    ),
 ]
 
 

@@ -7,6 +7,7 @@ import contextlib
 import shlex
 import signal
 from collections.abc import Iterator
+from dataclasses import replace
 from types import FrameType
 
 import click
@@ -25,6 +26,7 @@ from ttft.tune.sweep_flow import (
     dry_run_commands,
     open_experiment,
     plan_sweep,
+    predict_selection,
     run_bucket_axis,
     sweep_reports,
     trial_runner,
@@ -95,6 +97,8 @@ def execute_sweep(options: SweepOptions) -> None:
             click.echo(shlex.join(command))
         return
     plan = plan_sweep(options)
+    selection = predict_selection(options, plan)
+    configs = plan.configs if selection is None else selection.measure
     gate = None
     if options.quality_gate:
         from ttft.tune.quality_gate import quality_gate
@@ -106,8 +110,10 @@ def execute_sweep(options: SweepOptions) -> None:
         f"SLOs {', '.join(s.text for s in plan.slos) or '(none: goodput = throughput)'}; "
         f"experiment -> {exp.root}"
     )
+    if selection is not None:
+        console.print(selection.headline(str(options.predict_path)))
     with sigterm_stops_cleanly(), trial_progress(console) as progress:
-        task = progress.add_task("trials", total=len(plan.configs), status="")
+        task = progress.add_task("trials", total=len(configs), status="")
 
         def on_trial(
             n: int, total: int, config: Config, result: TrialResult | None, resumed: bool
@@ -118,15 +124,19 @@ def execute_sweep(options: SweepOptions) -> None:
             state = "resumed" if resumed else result.status
             progress.update(task, advance=1, status=f"{config_label(config)}: {state}")
 
-        results = run_sweep(plan.configs, trial_runner(options), exp, plan.workload, plan.slos,
+        results = run_sweep(configs, trial_runner(options), exp, plan.workload, plan.slos,
                             plan.search, on_trial, gate)  # fmt: skip
-    rows, choice = sweep_reports(exp, plan, results)
+    predict = None
+    if selection is not None:
+        results = selection.merge(results)
+        predict = {"calibration": str(options.predict_path), **selection.summary()}
+    rows, choice = sweep_reports(exp, plan, results, predict)
     unit = "rate" if plan.search.load == "rate" else "load"
     print_table(f"tune sweep (best {unit} per configuration)", SWEEP_COLUMNS, rows)
     console.print(sweep_cost(results).text())
     write_page(options.html_path, exp)
     if options.buckets:
-        _bucket_axis(options, plan, exp, console)
+        _bucket_axis(options, replace(plan, configs=configs), exp, console)
     console.print(f"results: {exp.root}/ (summary.json, summary.md, summary.csv, trials/)")
     if choice is None:
         console.print("[red]no configuration held the SLOs at any load[/red]")

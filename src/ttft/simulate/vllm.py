@@ -10,10 +10,15 @@ Each step has a token budget (``--max-num-batched-tokens``, ``batch_tokens``):
   block when none is free (after evicting cached blocks nobody uses, least recently used first)
   preempts the newest running request, whose blocks are freed and whose prompt (and the tokens it
   generated) are computed again when it is re-admitted (recompute preemption).
+
+A run of decode-only steps (every running request decoding, none that could be admitted, KV
+blocks enough without evicting) is simulated as one event whose step ends are accumulated one
+by one, exactly as step by step; an arrival cuts it at the first step boundary after it.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
@@ -48,6 +53,13 @@ class VllmReplica(ReplicaSim):
         self.refs: dict[int, int] = {}
         self.evictable: OrderedDict[int, int] = OrderedDict()
         self.entry_blocks: dict[int, int] = {}
+        self.repeat = 1  # decode steps the running event stands for
+        self.in_run = False  # the running event is a decode run (possibly cut to one step)
+        self._ends: list[float] = []  # a decode run's step ends
+        self._durations: list[float] = []  # and its steps' durations
+        self._busy_before = 0.0  # busy_s when the run started
+
+    fast_forward = True  # False: every step is its own event (the reference the tests use)
 
     @property
     def load(self) -> int:
@@ -140,6 +152,97 @@ class VllmReplica(ReplicaSim):
             added.append(key)
         seq.shared = seq.shared + tuple(added)
 
+    # -- decode runs --------------------------------------------------------------------------
+    def _decode_run(self) -> int:
+        """Steps the next ones stay alike for (each running request decodes one token, nobody
+        is admitted, no block is evicted or request preempted); 0 when the next is not one."""
+        running = self.running
+        if not running or len(running) > self.settings.batch_tokens:
+            return 0
+        if self.waiting and len(running) < self.settings.slots:
+            return 0
+        k = 1 << 62
+        for seq in running:
+            if seq.generated == 0 or seq.target - seq.computed != 1:
+                return 0
+            k = min(k, seq.outcome.request.output_tokens - seq.generated)
+        if k < 2 or self._new_blocks(1) > self.free:
+            return 0
+        if self._new_blocks(k) <= self.free:
+            return k
+        low, high = 1, k  # need(low) fits, need(high) does not
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if self._new_blocks(mid) <= self.free else (low, mid)
+        return low
+
+    def _new_blocks(self, steps: int) -> int:
+        size = self.settings.block_tokens
+        return sum(
+            max(0, _blocks(max(0, s.computed + steps - s.covered), size) - s.blocks)
+            for s in self.running
+        )
+
+    def _start(self, now: float) -> float | None:
+        k = self._decode_run() if self.fast_forward else 0
+        if k < 2:
+            self.repeat = 1
+            self.in_run = False
+            return super()._start(now)
+        # the durations and ends are added up one step at a time, as step by step would
+        n = len(self.running)
+        attention = sum(seq.computed for seq in self.running)
+        self._busy_before = self.busy_s
+        self._ends = ends = []
+        self._durations = durations = []
+        t = now
+        for j in range(k):
+            duration = self.cost.step_s(0, n, (attention + j * n) / 1000.0) * self.speed
+            self.busy_s += duration
+            t = t + duration
+            ends.append(t)
+            durations.append(duration)
+        self.repeat = k
+        self.in_run = True
+        self.steps += k
+        self.step_start = now
+        self.step_end = t
+        self.version += 1
+        return t
+
+    def _interrupt(self, now: float) -> float | None:
+        if not self.in_run:
+            return None
+        done = bisect_left(self._ends, now) + 1  # the first step ending at or after ``now``
+        if done >= self.repeat:
+            return None
+        self.steps -= self.repeat - done
+        busy = self._busy_before
+        for duration in self._durations[:done]:
+            busy += duration
+        self.busy_s = busy
+        self.repeat = done
+        self.step_end = self._ends[done - 1]
+        return self.step_end
+
+    def _apply_run(self, end: float) -> None:
+        still: list[_Seq] = []
+        for seq in self.running:
+            grown = self._grow(seq, seq.computed + self.repeat)
+            assert grown, "a decode run is planned within the free blocks"
+            seq.computed += self.repeat
+            seq.generated += self.repeat
+            seq.target = seq.computed + 1
+            if seq.generated >= seq.outcome.request.output_tokens:
+                seq.outcome.done_s = end
+                self.finished.append(seq.outcome)
+                self._release(seq)
+                continue
+            still.append(seq)
+        self.running = still
+        self.repeat = 1
+        self.in_run = False
+
     # -- the step ----------------------------------------------------------------------------
     def _preempt(self) -> None:
         victim = self.running.pop()
@@ -210,6 +313,9 @@ class VllmReplica(ReplicaSim):
         return self.cost.step_s(prefill, decode, attention / 1000.0)
 
     def _apply_step(self, end: float) -> None:
+        if self.in_run:
+            self._apply_run(end)
+            return
         still: list[_Seq] = []
         for seq in self.running:
             if seq.chunk == 0:

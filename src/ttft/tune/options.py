@@ -55,6 +55,8 @@ class SweepOptions(TuneOptions):
     max_client_lag_ms: float = 10.0
     burstiness: float = 1.0
     quality_gate: bool = False
+    predict_path: Path | None = None  # a simulate calibration: measure only the predicted best
+    measure_top: int | None = None  # with predict_path (None: half the grid, rounded up)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,7 @@ from ttft.tune.experiment import ExperimentDir
 from ttft.tune.runner import TrialRunner, TrialSession
 from ttft.tune.search import SearchOutcome, search_load, search_rate
 from ttft.tune.space import Config, config_id
-from ttft.tune.trial import FAILED, OK, TrialResult
+from ttft.tune.trial import FAILED, MEASURED, OK, TrialResult
 from ttft.tune.workload import TuneWorkload
 
 LoadMode = Literal["concurrency", "rate"]
@@ -177,20 +177,23 @@ def _served(result: TrialResult) -> float:
 def rank(results: Sequence[TrialResult]) -> list[TrialResult]:
     """Most goodput at the best load first (open loop: the highest rate held, then goodput),
     then lower TTFT p99; trials that failed the quality gate next, then trials that never held
-    the SLOs, failed trials last."""
+    the SLOs, failed trials last. Predicted configurations (``--predict``: not run) come after
+    every measured one, ranked the same way among themselves."""
 
-    def key(r: TrialResult) -> tuple[int, float, float, float]:
+    def key(r: TrialResult) -> tuple[bool, int, float, float, float]:
         held, ran = r.best is not None, r.status == OK
         tier = (1 if r.quality_failed else 0) if held else (2 if ran else 3)
-        return tier, -_served(r), -_goodput(r), _p99(r)
+        return r.source != MEASURED, tier, -_served(r), -_goodput(r), _p99(r)
 
     return sorted(results, key=key)
 
 
 def pareto_ids(results: Sequence[TrialResult]) -> set[str]:
-    """Trials no other beats on both TTFT p99 (lower) and goodput (higher; open loop: the rate
-    held) at their best load."""
-    held = [r for r in results if r.best is not None and not r.quality_failed]
+    """Measured trials no other beats on both TTFT p99 (lower) and goodput (higher; open loop:
+    the rate held) at their best load."""
+    held = [
+        r for r in results if r.best is not None and not r.quality_failed and r.source == MEASURED
+    ]
     front: set[str] = set()
     for r in held:
         dominated = any(
@@ -205,7 +208,10 @@ def pareto_ids(results: Sequence[TrialResult]) -> set[str]:
 
 
 def chosen(results: Sequence[TrialResult]) -> TrialResult | None:
-    """The best-ranked trial that held the SLOs and did not fail the quality gate."""
+    """The best-ranked measured trial that held the SLOs and did not fail the quality gate (a
+    prediction alone is never chosen)."""
     ranked = rank(results)
     top = ranked[0] if ranked else None
-    return top if top is not None and top.best is not None and not top.quality_failed else None
+    if top is None or top.best is None or top.quality_failed or top.source != MEASURED:
+        return None
+    return top

@@ -22,6 +22,7 @@ from ttft.core.slo import Slo, parse_slos
 from ttft.core.target import Target
 from ttft.tune.experiment import ExperimentDir
 from ttft.tune.options import SweepOptions, TuneOptions
+from ttft.tune.predict import Selection, load_calibration, select
 from ttft.tune.runner import ClientOnlyRunner, LlamaCppRunner, TrialRunner
 from ttft.tune.space import (
     Config,
@@ -31,7 +32,7 @@ from ttft.tune.space import (
     launch_command,
     parse_space,
 )
-from ttft.tune.sweep import SearchSettings, chosen, run_sweep
+from ttft.tune.sweep import SearchSettings, chosen, run_sweep, trial_key
 from ttft.tune.tables import (
     SWEEP_COLUMNS,
     bucket_rows,
@@ -170,6 +171,11 @@ def plan_sweep(options: SweepOptions) -> SweepPlan:
             "--quality-gate starts each configuration itself: it needs a sweep ttft starts",
             "drop --url, or check a running service with ttft verify quality --candidate URL",
         )
+    if options.measure_top is not None and options.predict_path is None:
+        raise TtftError(
+            "--measure-top needs --predict CAL.json (the calibration that ranks the grid)",
+            "make one with `ttft simulate calibrate --out cal.json`, or drop --measure-top",
+        )
     slos = parse_slos(options.slo_texts) if options.slo_texts else ()
     workload = tune_workload(options)
     search = search_settings(options)
@@ -181,16 +187,38 @@ def plan_sweep(options: SweepOptions) -> SweepPlan:
     return SweepPlan(kind, space, configs, slos, workload, search, spec)
 
 
+def predict_selection(options: SweepOptions, plan: SweepPlan) -> Selection | None:
+    """With ``--predict``: the grid ranked by the simulator and the configurations to measure
+    (``ttft.tune.predict``); None without it. Refusals come before any engine starts."""
+    if options.predict_path is None:
+        return None
+    calibration = load_calibration(options.predict_path, plan.kind)
+    return select(
+        plan.configs,
+        calibration,
+        plan.kind,
+        plan.workload,
+        plan.slos,
+        plan.search,
+        trial_key(plan.workload, plan.slos, plan.search),
+        measure_top=options.measure_top,
+        ctx_per_slot=None if options.url else options.per_slot_ctx,
+    )
+
+
 def sweep_reports(
-    exp: ExperimentDir, plan: SweepPlan, results: list[TrialResult]
+    exp: ExperimentDir,
+    plan: SweepPlan,
+    results: list[TrialResult],
+    predict: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, str]], TrialResult | None]:
     """Write the summary files; the table's rows and the chosen configuration (None: none
-    held the SLOs at any load)."""
+    held the SLOs at any load). ``predict``: what ``--predict`` decided, for summary.json."""
     rows = sweep_rows(results)
     choice = chosen(results)
     write_summary(
         exp,
-        sweep_json(results, [s.text for s in plan.slos], choice, plan.search.load),
+        sweep_json(results, [s.text for s in plan.slos], choice, plan.search.load, predict),
         to_markdown("tune sweep", SWEEP_COLUMNS, rows) + "\n" + sweep_cost(results).text() + "\n",
         to_csv(SWEEP_COLUMNS, rows),
     )

@@ -14,7 +14,7 @@ from ttft.core.tables import csv_records, markdown_records
 from ttft.tune.attribution import AttributionRow, TotalCut
 from ttft.tune.space import config_label
 from ttft.tune.sweep import pareto_ids, rank
-from ttft.tune.trial import TrialResult
+from ttft.tune.trial import MEASURED, TrialResult
 
 SWEEP_SCHEMA = "ttft.tune.sweep/1"
 AB_SCHEMA = "ttft.tune.ab/1"
@@ -31,6 +31,7 @@ SWEEP_COLUMNS = (
     "pareto",
     "saturated",
     "note",
+    "source",  # last, so the CSV's earlier columns stay where they were
 )
 AB_COLUMNS = (
     "step",
@@ -62,10 +63,12 @@ def sweep_rows(results: Sequence[TrialResult]) -> list[dict[str, str]]:
         if r.quality is not None:
             gate = "never chosen" if r.quality_failed else "against the baseline"
             note = "; ".join(filter(None, [f"quality {r.quality} ({gate})", note]))
+        note = "; ".join(filter(None, [note, r.note]))
         rows.append(
             {
                 "rank": str(n),
                 "config": config_label(r.config),
+                "source": r.source,  # measured, or predicted by the simulator (--predict)
                 "status": "quality fail" if r.quality_failed else r.status,
                 "startup_s": _num(r.startup_s, 1),  # engine start-up to healthy, this trial
                 "best_load": "" if best is None else best.load_label(),  # c=4 or 2.0/s
@@ -113,7 +116,8 @@ class SweepCost:
 
 def sweep_cost(results: Sequence[TrialResult]) -> SweepCost:
     """The sweep's cost: each trial's wall time (resumed trials count what they cost when
-    they ran), and how much of it went to starting engines."""
+    they ran), and how much of it went to starting engines. Predicted rows cost no trial."""
+    results = [r for r in results if r.source == MEASURED]
     startups = [r.startup_s for r in results if r.startup_s is not None]
     seconds = sum(r.trial_s if r.trial_s is not None else (r.startup_s or 0.0) for r in results)
     return SweepCost(len(results), seconds, sum(startups), len(startups))
@@ -179,16 +183,20 @@ def sweep_json(
     slos: Sequence[str],
     choice: TrialResult | None,
     load: str = "concurrency",
+    predict: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    return {
+    data = {
         "schema": SWEEP_SCHEMA,
         "load": load,  # concurrency (closed loop) or rate (open loop, requests/s)
         "slos": list(slos),
         "table": sweep_rows(results),
         "cost": sweep_cost(results).to_dict(),
         "chosen": None if choice is None else choice.to_dict(),
-        "trials": [r.to_dict() for r in results],
+        "trials": [r.to_dict() for r in results],  # each with its source: measured|predicted
     }
+    if predict is not None:
+        data["predict"] = predict  # --predict: the calibration, top K, the predicted order
+    return data
 
 
 def ab_json(

@@ -19,6 +19,7 @@ from ttft.core.summary import COLD, WARMUP, summarize
 from ttft.core.units import NS_PER_MS
 
 OK, FAILED = "ok", "failed"
+MEASURED, PREDICTED = "measured", "predicted"
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,10 @@ class TrialResult:
     # The quality gate's verdict against the sweep's baseline (pass / degraded / fail, from
     # ``ttft verify quality``); None: not checked. A "fail" is never chosen.
     quality: str | None = None
+    # measured (a real trial) or predicted (``tune sweep --predict``: the simulator's answer
+    # for a configuration not run); ``note`` says more (e.g. why it could not be predicted)
+    source: str = MEASURED
+    note: str = ""
 
     @property
     def quality_failed(self) -> bool:
@@ -177,6 +182,8 @@ class TrialResult:
             "startup_s": self.startup_s,
             "trial_s": self.trial_s,
             "quality": self.quality,
+            "source": self.source,
+            "note": self.note,
         }
 
     @classmethod
@@ -194,4 +201,6 @@ class TrialResult:
             startup_s=data.get("startup_s"),
             trial_s=data.get("trial_s"),
             quality=data.get("quality"),
+            source=str(data.get("source", MEASURED)),
+            note=str(data.get("note", "")),
         )
