@@ -86,6 +86,7 @@ LAYERS: dict[str, set[str]] = {
         "doctor",
         "proxy",
         "verify",  # the sweep's quality gate is a short verify run
+        "simulate",  # tune sweep --predict ranks the grid with the calibrated model
     },
     "verify": {"core", "client", "engines", "workload"},
     # The what-if model: calibrates with load/probe, routes with the gateway's own policies.
