@@ -4,10 +4,14 @@ Each worker writes its registry's samples to its file (``metrics_files.py``) eve
 ``WRITE_EVERY_S`` when a counter or histogram moved since the last write, and at least every
 ``GAUGE_EVERY_S`` when only gauges did (health, cache sizes); also before it merges for a
 scrape, and once more when it stops. A scrape then costs the answering worker one read of each
-other worker's file, and its rendering is kept for ``CACHE_S``: a flood of scrapes costs one
-merge per ``CACHE_S``. What another worker counted shows after its next write, within about
-``WRITE_EVERY_S``; what any scrape has shown is on disk, so a worker killed after it cannot
-make the next scrape read less (its last snapshot is folded into ``retired.json``).
+other worker's file. What another worker counted shows after its next write, within about
+``WRITE_EVERY_S``; what any scrape has shown is on disk, so a scrape on another worker, or
+after the answering one was killed (its last snapshot is folded into ``retired.json``), cannot
+count less.
+
+The rendering is kept for up to ``CACHE_S`` while the directory holds the same files (each
+write is a new file: its inode changes): a flood of scrapes costs one merge per ``CACHE_S``,
+or per snapshot written, and a cached answer never counts less than another worker showed.
 
 The merged text goes through ``prometheus_client``'s own exposition, fed by a collector of the
 merged families.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 
@@ -80,7 +85,7 @@ class SharedMetrics:
         self._written_changes = -1  # metrics.changes.count at the last write
         self._written_at = -float("inf")
         self._written: list[Family] | None = None
-        self._cache: tuple[float, bytes] | None = None
+        self._cache: tuple[float, tuple[tuple[str, int], ...], bytes] | None = None
 
     def write(self, *, force: bool = False) -> list[Family]:
         """This worker's families now; written to its file when they may differ from the last
@@ -109,12 +114,22 @@ class SharedMetrics:
             await asyncio.sleep(WRITE_EVERY_S)
 
     def render_merged(self) -> bytes:
-        """Every worker's metrics and the retired totals, merged; cached for ``CACHE_S``."""
+        """Every worker's metrics and the retired totals, merged; cached (see the module)."""
         now = self.clock()
-        if self._cache is not None and now - self._cache[0] < CACHE_S:
-            return self._cache[1]
+        cache = self._cache
+        if cache is not None and now - cache[0] < CACHE_S and cache[1] == self._files():
+            return cache[2]
         own = self.write(force=True)
+        files = self._files()  # before the reads: a write during them is a change next time
         others = read_others(self.share.directory, exclude=self.share.name)
         text = render(merge([own, *others]))
-        self._cache = (now, text)
+        self._cache = (now, files, text)
         return text
+
+    def _files(self) -> tuple[tuple[str, int], ...]:
+        """The directory's files and their inodes (``os.replace`` puts a new one there)."""
+        try:
+            with os.scandir(self.share.directory) as entries:
+                return tuple(sorted((e.name, e.inode()) for e in entries))
+        except OSError:
+            return ()

@@ -217,18 +217,20 @@ def test_a_worker_writes_only_when_something_changed_and_scrapes_are_cached(
 
     first = shared.render_merged()
     assert len(writes) == 2  # the scrape found its own file current
+    assert _samples(first)[REQ] == 1
+    own.requests.inc("m", "chat", "200")  # not written yet: the next tick would
+    clock.now += CACHE_S / 2
+    assert shared.render_merged() is first  # cached: the directory holds the same files
     other.requests.inc("m", "chat", "200", by=10)
     write_snapshot(MetricsShare(str(tmp_path), "w1g2"), families_of(other.registry))
-    clock.now += CACHE_S / 2
-    assert shared.render_merged() == first  # cached
-    clock.now += CACHE_S
-    assert _samples(shared.render_merged())[REQ] == 11
-
+    assert _samples(shared.render_merged())[REQ] == 12  # another worker wrote: merged again
+    cached = shared.render_merged()
+    assert shared.render_merged() is cached
     own.requests.inc("m", "chat", "200")
     clock.now += CACHE_S
-    assert _samples(shared.render_merged())[REQ] == 12
+    assert _samples(shared.render_merged())[REQ] == 13  # too old: merged again
     on_disk = read_others(str(tmp_path), "-")
-    assert _samples(render(merge(on_disk)))[REQ] == 12  # what a scrape showed is on disk
+    assert _samples(render(merge(on_disk)))[REQ] == 13  # what a scrape showed is on disk
 
 
 def test_the_share_directory_is_private_and_removed(tmp_path: Path) -> None:
