@@ -227,9 +227,10 @@ class GatewayMetrics:
 
         # With --workers N, /metrics merges every worker's series (metrics_shared.py) and this
         # has one series per worker merged; /metrics?worker=self has the answering one only.
+        # (Its help text stays as it was: with one worker the output is unchanged.)
         self.worker = Gauge(
             p + "worker",
-            "The number of gateway workers, per worker whose series this scrape holds.",
+            "The number of gateway workers; its label is the worker that answered this scrape.",
             ("worker",),
             r,
         )

@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,12 @@ log = logging.getLogger("ttft.gateway")
 RETIRED = "retired.json"
 _KEEP_FOLDED = 256  # names remembered: a reader's two reads are milliseconds apart
 _VERSION = 1
+
+Warn = Callable[[Path, Exception], None]  # told of a file that is not a whole snapshot
+
+
+def _warn(path: Path, exc: Exception) -> None:
+    log.warning("metrics snapshot %s ignored: %s", path, exc)
 
 
 @dataclass(frozen=True)
@@ -70,9 +77,9 @@ def write_snapshot(share: MetricsShare, families: list[Family]) -> None:
     write_atomic(share.snapshot_path(), data)
 
 
-def read_families(path: Path) -> tuple[list[Family], list[str]] | None:
+def read_families(path: Path, warn: Warn = _warn) -> tuple[list[Family], list[str]] | None:
     """A file's families and (for ``retired.json``) the names folded into it; None when it is
-    missing, partial or not a snapshot (logged: a reader never fails on one bad file)."""
+    missing, partial or not a snapshot (``warn``: a reader never fails on one bad file)."""
     try:
         with open(path, encoding="utf-8") as source:
             data = json.load(source)
@@ -85,20 +92,20 @@ def read_families(path: Path) -> tuple[list[Family], list[str]] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
-        log.warning("metrics snapshot %s ignored: %s", path, exc)
+        warn(path, exc)
         return None
 
 
-def read_others(directory: str, exclude: str) -> list[list[Family]]:
+def read_others(directory: str, exclude: str, warn: Warn = _warn) -> list[list[Family]]:
     """The snapshots of every worker but ``exclude``, and the retired totals (last)."""
     root = Path(directory)
     snapshots: dict[str, list[Family]] = {}
     with contextlib.suppress(FileNotFoundError):
         for path in root.glob("w*.json"):
             name = path.name[: -len(".json")]
-            if name != exclude and (read := read_families(path)) is not None:
+            if name != exclude and (read := read_families(path, warn)) is not None:
                 snapshots[name] = read[0]
-    retired = read_families(root / RETIRED)
+    retired = read_families(root / RETIRED, warn)
     if retired is None:
         return list(snapshots.values())
     families, folded = retired

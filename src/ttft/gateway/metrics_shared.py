@@ -24,11 +24,13 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import prometheus_client as prom
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from ttft.gateway.log_limit import ThrottledLog
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.metrics_files import MetricsShare, read_others, write_snapshot
 from ttft.gateway.metrics_merge import Family, merge
@@ -86,6 +88,10 @@ class SharedMetrics:
         self._written_at = -float("inf")
         self._written: list[Family] | None = None
         self._cache: tuple[float, tuple[tuple[str, int], ...], bytes] | None = None
+        self._log = ThrottledLog(log, 60.0)  # a bad file would otherwise log at every scrape
+
+    def _warn(self, path: Path, exc: Exception) -> None:
+        self._log.log(path.name, logging.WARNING, "metrics snapshot %s ignored: %s", path, exc)
 
     def write(self, *, force: bool = False) -> list[Family]:
         """This worker's families now; written to its file when they may differ from the last
@@ -121,7 +127,7 @@ class SharedMetrics:
             return cache[2]
         own = self.write(force=True)
         files = self._files()  # before the reads: a write during them is a change next time
-        others = read_others(self.share.directory, exclude=self.share.name)
+        others = read_others(self.share.directory, self.share.name, self._warn)
         text = render(merge([own, *others]))
         self._cache = (now, files, text)
         return text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 from pathlib import Path
@@ -41,6 +42,14 @@ def _worker(index: int, count: int = 2) -> GatewayMetrics:
     metrics = GatewayMetrics()
     metrics.worker.track(lambda: float(count), str(index))
     return metrics
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 REQ = ("ttft_gateway_requests_total", (("endpoint", "chat"), ("model", "m"), ("status", "200")))
@@ -128,7 +137,7 @@ def test_a_snapshot_round_trips_through_json() -> None:
     ],
 )
 def test_a_corrupt_or_partial_snapshot_is_ignored_without_failing_the_scrape(
-    tmp_path: Path, bad: str
+    tmp_path: Path, bad: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     a, b = _worker(0), _worker(1)
     a.requests.inc("m", "chat", "200", by=2)
@@ -136,8 +145,13 @@ def test_a_corrupt_or_partial_snapshot_is_ignored_without_failing_the_scrape(
     write_snapshot(MetricsShare(str(tmp_path), "w1g2"), families_of(b.registry))
     (tmp_path / "w2g3.json").write_text(bad, errors="surrogateescape")
     (tmp_path / ".w0g1.json.tmp").write_text('{"version": 1, "fami')  # a write cut short
-    shared = SharedMetrics(a, MetricsShare(str(tmp_path), "w0g1"))
-    assert _samples(shared.render_merged())[REQ] == 7
+    clock = _Clock()
+    shared = SharedMetrics(a, MetricsShare(str(tmp_path), "w0g1"), clock=clock)
+    with caplog.at_level(logging.WARNING, logger="ttft.gateway"):
+        for _ in range(3):
+            assert _samples(shared.render_merged())[REQ] == 7
+            clock.now += CACHE_S
+    assert len([r for r in caplog.records if "w2g3.json" in r.getMessage()]) == 1  # throttled
 
 
 def test_a_dead_workers_counters_are_folded_into_retired_and_never_go_back(tmp_path: Path) -> None:
@@ -182,14 +196,6 @@ def test_a_snapshot_already_folded_is_not_counted_twice(tmp_path: Path) -> None:
     fold_retired(directory, "w0g1")
     share.snapshot_path().write_bytes(content)  # as if not removed yet
     assert _samples(render(merge(read_others(directory, "-"))))[REQ] == 3
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_worker_writes_only_when_something_changed_and_scrapes_are_cached(
