@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import stat
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -131,3 +133,53 @@ def test_a_killed_worker_does_not_make_the_counters_go_back() -> None:
             log = gw.stderr_text()
     assert "restarting it" in log
     assert after == [n] * 6, (seen, after)
+
+
+def test_sighup_replacing_both_workers_keeps_their_counts(tmp_path: Path) -> None:
+    """Replaced workers drain and exit; their last snapshots join the retired totals."""
+    n = 8
+    with ScriptedServer(Script(first_token_delay_ms=1, n_tokens=1)).in_thread() as up:
+        port = _free_port()
+        path = tmp_path / "gateway.toml"
+        path.write_text(
+            f'listen = "127.0.0.1:{port}"\nworkers = 2\n'
+            f'[[model]]\nname = "m"\nengine = "openai"\nprerender = false\n'
+            f'upstreams = ["{up.base_url}"]\n'
+        )
+        temp = tmp_path / "tmp"  # where the supervisor makes its private metrics directory
+        temp.mkdir()
+        env = {"TMPDIR": str(temp)}
+        with gateway_child(["--config", str(path)], port, env=env) as gw:
+            before = _workers(port, gw.pid, 2)
+            [share] = temp.iterdir()
+            assert stat.S_IMODE(share.stat().st_mode) == 0o700
+            _send(port, n)  # no scrape first: the old workers' own writes carry the counts
+            os.kill(gw.pid, signal.SIGHUP)
+            deadline = time.monotonic() + DEADLINE_S
+            after = before
+            while time.monotonic() < deadline:
+                after = [p for p in listener_pids(port) if p != gw.pid]
+                gone = all(not os.path.exists(f"/proc/{p}") or _zombie(p) for p in before)
+                if len(after) == 2 and not set(after) & set(before) and gone:
+                    break
+                time.sleep(0.1)
+            assert len(after) == 2 and not set(after) & set(before), (before, after)
+            _until_served(port, n, at_least=0)
+            scrapes = [_scrape(port)["served"] for _ in range(6)]
+            files: list[str] = []
+            while time.monotonic() < deadline:  # the old snapshots folded and removed
+                files = sorted(f.name for f in share.iterdir() if not f.name.startswith("."))
+                if len(files) == 3:
+                    break
+                time.sleep(0.1)
+    assert scrapes == [n] * 6
+    assert len(files) == 3 and "retired.json" in files, files  # the two new workers' and it
+    assert not share.exists()  # removed when the gateway stopped
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] == "Z"
+    except OSError:
+        return True
