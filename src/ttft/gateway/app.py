@@ -3,7 +3,7 @@
 Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (proxied), ``GET
 /v1/models`` (the configured names and the engines' own), ``GET /health`` (200 while every
 model has a healthy replica, 503 otherwise, with the details) and ``GET /metrics``
-(Prometheus text).
+(Prometheus text; with several workers, all of theirs merged, ``?worker=self`` this one's).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import parse_qs
 
 from ttft.gateway.admission.shares import ClientShares
 from ttft.gateway.body_cost import body_cost
@@ -26,6 +27,7 @@ from ttft.gateway.hosts import allowed_hosts, host_name
 from ttft.gateway.http.budget import server_busy
 from ttft.gateway.http.server import HttpServer, Request, Response
 from ttft.gateway.metrics import GatewayMetrics
+from ttft.gateway.metrics_shared import SharedMetrics
 from ttft.gateway.prerender_setup import setup_prerender
 from ttft.gateway.proxy import CHAT, COMPLETIONS, Proxy, check_method
 from ttft.gateway.runtime import (
@@ -52,6 +54,8 @@ class Gateway:
         self.metrics = GatewayMetrics()
         workers = config.partition.count
         self.metrics.worker.track(lambda: float(workers), str(config.partition.index))
+        share = config.metrics_share
+        self.shared = SharedMetrics(self.metrics, share) if share is not None else None
         self.models: dict[str, ModelRuntime] = {
             m.name: build_runtime(config, m, self.metrics) for m in config.models
         }
@@ -132,6 +136,8 @@ class Gateway:
             )
         if setups:
             await asyncio.wait(setups, timeout=wait_prerender_s)
+        if self.shared is not None:
+            self._tasks.append(loop.create_task(self.shared.run()))
         await self.server.start(
             self.config.host, self.config.port, reuse_port=self.config.workers > 1
         )
@@ -151,6 +157,8 @@ class Gateway:
                 await task
         self._tasks.clear()
         await self.server.stop()
+        if self.shared is not None:
+            self.shared.write(force=True)  # the supervisor folds it into the retired totals
         self._parser.shutdown(wait=False, cancel_futures=True)
         for runtime in self.models.values():
             for replica in runtime.replicas:
@@ -232,7 +240,7 @@ class Gateway:
                 self._send_json(response, 200 if ok else 503, body)
             else:
                 response.send(
-                    200, [("Content-Type", "text/plain; version=0.0.4")], self.metrics.render()
+                    200, [("Content-Type", "text/plain; version=0.0.4")], self._metrics(request)
                 )
         except GatewayError as exc:
             if response.started:
@@ -241,6 +249,15 @@ class Gateway:
         finally:
             if response.status is not None and label in ("chat", "completions", "/v1/models"):
                 self.metrics.requests.inc(model, label, str(response.status))
+
+    def _metrics(self, request: Request) -> bytes:
+        """``/metrics``: every worker's, merged; ``?worker=self``: this process's only."""
+        which = parse_qs(request.query).get("worker", [])
+        if which and which != ["self"]:
+            raise bad_request("/metrics takes worker=self (this worker's only) or no query")
+        if self.shared is None or which:
+            return self.metrics.render()
+        return self.shared.render_merged()
 
     async def _parse(self, request: Request) -> dict[str, Any]:
         """The body, parsed where it cannot stall other connections for long.

@@ -37,6 +37,7 @@ from ttft.gateway.admission.partition import SOLE, Partition
 from ttft.gateway.config_checks import Where, api_keys, fail, section, table
 from ttft.gateway.config_checks import check_upstream_url as check_upstream_url  # public here
 from ttft.gateway.config_checks import parse_listen as parse_listen
+from ttft.gateway.metrics_files import MetricsShare
 
 # An OpenAI-compatible upstream that ttft knows nothing more about (no control endpoints).
 GENERIC_ENGINE = "openai"
@@ -201,6 +202,9 @@ class GatewayConfig:
     # (admission/partition.py); ``partition`` is which part this process is (set per worker).
     workers: int = 1
     partition: Partition = SOLE
+    # With several workers, where this one shares its metrics with the others (set per worker
+    # by the supervisor; None: /metrics is this process's alone).
+    metrics_share: MetricsShare | None = None
 
     def model(self, name: str) -> ModelConfig | None:
         return next((m for m in self.models if m.name == name), None)

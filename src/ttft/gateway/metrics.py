@@ -41,15 +41,31 @@ LATENCY_BUCKETS = (
 )
 
 
+class Changes:
+    """How many times the counters and histograms of one registry have moved: a worker writes
+    its snapshot for the other workers only when this has (``metrics_shared.py``)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 class _Metric:
     """A family of one registry; children per label set are cached (the hot path is a lookup)."""
 
     def __init__(
-        self, name: str, help: str, labels: Sequence[str], registry: prom.CollectorRegistry
+        self,
+        name: str,
+        help: str,
+        labels: Sequence[str],
+        registry: prom.CollectorRegistry,
+        changes: Changes | None = None,
     ) -> None:
         self.name = name
         self.registry = registry
         self.label_names = tuple(labels)
+        self.changes = changes if changes is not None else Changes()
 
     def _sample(self, suffix: str, labels: Sequence[str]) -> float:
         if len(labels) != len(self.label_names):
@@ -62,9 +78,14 @@ class _Metric:
 
 class Counter(_Metric):
     def __init__(
-        self, name: str, help: str, labels: Sequence[str], registry: prom.CollectorRegistry
+        self,
+        name: str,
+        help: str,
+        labels: Sequence[str],
+        registry: prom.CollectorRegistry,
+        changes: Changes | None = None,
     ) -> None:
-        super().__init__(name, help, labels, registry)
+        super().__init__(name, help, labels, registry, changes)
         self._family = prom.Counter(name, help, self.label_names, registry=registry)
         self._children: dict[tuple[str, ...], prom.Counter] = {}
 
@@ -73,6 +94,7 @@ class Counter(_Metric):
         if child is None:
             child = self._children[labels] = self._family.labels(*labels)
         child.inc(by)
+        self.changes.count += 1
 
     def get(self, *labels: str) -> float:
         return self._sample("", labels)
@@ -99,8 +121,9 @@ class Histogram(_Metric):
         labels: Sequence[str],
         registry: prom.CollectorRegistry,
         buckets: Sequence[float] = LATENCY_BUCKETS,
+        changes: Changes | None = None,
     ) -> None:
-        super().__init__(name, help, labels, registry)
+        super().__init__(name, help, labels, registry, changes)
         self._family = prom.Histogram(
             name, help, self.label_names, registry=registry, buckets=tuple(buckets)
         )
@@ -111,6 +134,7 @@ class Histogram(_Metric):
         if child is None:
             child = self._children[labels] = self._family.labels(*labels)
         child.observe(value)
+        self.changes.count += 1
 
     def count(self, *labels: str) -> int:
         return int(self._sample("_count", labels))
@@ -201,14 +225,19 @@ class GatewayMetrics:
             r,
         )
 
-        # With --workers N, a scrape is answered by whichever worker accepted its connection,
-        # and every other series is that worker's alone: this says which one it was.
+        # With --workers N, /metrics merges every worker's series (metrics_shared.py) and this
+        # has one series per worker merged; /metrics?worker=self has the answering one only.
+        # (Its help text stays as it was: with one worker the output is unchanged.)
         self.worker = Gauge(
             p + "worker",
             "The number of gateway workers; its label is the worker that answered this scrape.",
             ("worker",),
             r,
         )
+        self.changes = Changes()
+        for metric in vars(self).values():
+            if isinstance(metric, Counter | Histogram):
+                metric.changes = self.changes
 
     def render(self) -> bytes:
         return prom.generate_latest(self.registry)

@@ -16,6 +16,9 @@ This process (the supervisor) serves nothing. It
   keeps dying young (a crash loop must not spin a core);
 - makes the kernel send each worker SIGTERM if the supervisor dies (even by SIGKILL);
 - on SIGHUP, reads the configuration again and replaces the workers one at a time;
+- keeps the directory through which the workers merge their metrics (``metrics_files.py``):
+  created before the first worker starts, removed at the end; when a worker exits, its last
+  snapshot's counters are folded into the retired totals, so ``/metrics`` never goes back;
 - on SIGTERM or SIGINT, forwards SIGTERM to every worker, each of which stops accepting and
   lets its running answers finish for up to ``limits.drain_timeout_s``; a worker still alive
   a few seconds after that is killed.
@@ -46,6 +49,12 @@ from typing import TYPE_CHECKING
 from ttft.core.errors import TtftError
 from ttft.gateway.admission.partition import Partition
 from ttft.gateway.config import GatewayConfig
+from ttft.gateway.metrics_files import (
+    MetricsShare,
+    create_share_dir,
+    fold_retired,
+    remove_share_dir,
+)
 
 if TYPE_CHECKING:  # the app is imported by the workers only, not by ``ttft --help``
     from ttft.gateway.app import Gateway
@@ -100,6 +109,7 @@ class _Slot:
     started_at: float = 0.0
     backoff_s: float = 1.0
     restart_at: float = 0.0
+    share_name: str | None = None  # the name of its metrics snapshot (unique to this start)
 
 
 class Supervisor:
@@ -125,7 +135,10 @@ class Supervisor:
         self._parent_pid = os.getpid()
         self.reload = reload  # SIGHUP: the configuration to replace the workers with
         self._reload_asked = False
-        self._draining: list[BaseProcess] = []  # replaced workers finishing their answers
+        # Replaced workers finishing their answers, with their metrics snapshots' names.
+        self._draining: list[tuple[BaseProcess, str | None]] = []
+        self._share_dir: str | None = None  # with several workers: their metrics' directory
+        self._starts = 0
 
     def run(self) -> int:
         """Blocking: serve until SIGTERM/SIGINT; 0 after a graceful stop."""
@@ -137,6 +150,8 @@ class Supervisor:
         port = int(self._port_socket.getsockname()[1])
         self.config = dataclasses.replace(config, port=port)
         self._ready_recv, self._ready_send = self._context.Pipe(duplex=False)
+        if config.workers > 1:
+            self._share_dir = create_share_dir()
         previous = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
         }
@@ -156,6 +171,8 @@ class Supervisor:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self._port_socket.close()
+            if self._share_dir is not None:
+                remove_share_dir(self._share_dir)
         return 0
 
     def pids(self) -> list[int]:
@@ -168,8 +185,14 @@ class Supervisor:
         self._reload_asked = True
 
     def _start(self, slot: _Slot) -> None:
+        self._starts += 1
+        share = None
+        if self._share_dir is not None:
+            share = MetricsShare(self._share_dir, f"w{slot.index}g{self._starts}")
         config = dataclasses.replace(
-            self.config, partition=Partition(slot.index, self.config.workers)
+            self.config,
+            partition=Partition(slot.index, self.config.workers),
+            metrics_share=share,
         )
         process = self._context.Process(
             target=self._worker_main,
@@ -179,6 +202,12 @@ class Supervisor:
         )
         process.start()
         slot.process, slot.started_at = process, time.monotonic()
+        slot.share_name = share.name if share is not None else None
+
+    def _retire(self, share_name: str | None) -> None:
+        """An exited worker's counters join the retired totals (its gauges end with it)."""
+        if self._share_dir is not None and share_name is not None:
+            fold_retired(self._share_dir, share_name)
 
     def _worker_main(self, config: GatewayConfig) -> None:
         """In the worker: forget the supervisor's signal handlers and port, then serve."""
@@ -245,7 +274,12 @@ class Supervisor:
             if self._reload_asked:
                 self._reload_asked = False
                 self._replace_all()
-            self._draining = [p for p in self._draining if p.is_alive()]
+            draining, self._draining = self._draining, []
+            for old, old_name in draining:
+                if old.is_alive():
+                    self._draining.append((old, old_name))
+                else:
+                    self._retire(old_name)
             now = time.monotonic()
             sentinels: list[Connection | int] = [self._ready_recv]
             for slot in self._slots:
@@ -287,7 +321,7 @@ class Supervisor:
         self.config = dataclasses.replace(fresh, port=old.port)
         assert self._ready_recv is not None
         for slot in self._slots:
-            previous = slot.process
+            previous, previous_name = slot.process, slot.share_name
             self._start(slot)
             new_pid = slot.process.pid if slot.process is not None else None
             deadline = time.monotonic() + 60
@@ -298,7 +332,9 @@ class Supervisor:
                     break
             if previous is not None and previous.is_alive() and previous.pid:
                 os.kill(previous.pid, signal.SIGTERM)
-                self._draining.append(previous)
+                self._draining.append((previous, previous_name))
+            elif previous is not None:
+                self._retire(previous_name)
         log.warning(
             "SIGHUP: %d workers replaced with the configuration read again", len(self._slots)
         )
@@ -308,6 +344,7 @@ class Supervisor:
         slot.backoff_s = min(_MAX_BACKOFF_S, slot.backoff_s * 2) if young else 1.0
         slot.restart_at = now + slot.backoff_s
         slot.process = None
+        self._retire(slot.share_name)
         log.error(
             "gateway worker %d (pid %s) exited with %s; restarting it in %.0f s",
             slot.index,
@@ -319,7 +356,7 @@ class Supervisor:
     def _stop_all(self) -> None:
         """SIGTERM to every worker (each drains its answers), then wait; kill the late ones."""
         alive = [s.process for s in self._slots if s.process is not None and s.process.is_alive()]
-        alive += [p for p in self._draining if p.is_alive()]
+        alive += [p for p, _ in self._draining if p.is_alive()]
         for process in alive:
             if process.pid:
                 os.kill(process.pid, signal.SIGTERM)

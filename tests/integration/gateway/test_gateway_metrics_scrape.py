@@ -28,3 +28,23 @@ def test_metrics_after_traffic_parse_with_the_prometheus_parser(chat_body: dict[
     in_flight = families["ttft_gateway_in_flight"].samples
     assert [s.value for s in in_flight] == [0.0]
     assert families["ttft_gateway_upstream_healthy"].samples[0].labels == {"upstream": up.base_url}
+
+
+def test_one_worker_answers_worker_self_alike_and_the_query_keeps_the_key_rules(
+    chat_body: dict[str, Any],
+) -> None:
+    key = {"Authorization": "Bearer sk-right"}
+    with (
+        scripted(first_token_delay_ms=1, n_tokens=2) as up,
+        gateway_for([up.base_url], api_keys=["sk-right"]) as gw,
+    ):
+        answer = httpx.post(gw.url + "/v1/chat/completions", json=chat_body, headers=key)
+        assert answer.status_code == 200
+        merged = httpx.get(gw.url + "/metrics", headers=key)
+        own = httpx.get(gw.url + "/metrics?worker=self", headers=key)
+        keyless = httpx.get(gw.url + "/metrics?worker=self")
+        wrong = httpx.get(gw.url + "/metrics?worker=1", headers=key)
+    assert merged.status_code == own.status_code == 200
+    assert merged.text == own.text  # one worker: no directory, its own metrics either way
+    assert keyless.status_code == 401
+    assert wrong.status_code == 400
