@@ -67,23 +67,15 @@ def _lint(options: DoctorOptions) -> list[Any]:
 
 
 def _emit(report: Any, options: DoctorOptions, console: Console) -> None:
-    from ttft.report.doctor import doctor_markdown, print_doctor
+    from ttft.report.doctor import document_text, print_doctor, write_report_files
 
-    if options.fmt == "json":
-        click.echo(json.dumps(report.to_dict(), indent=2))
-    elif options.fmt == "markdown":
-        click.echo(doctor_markdown(report))
-    elif options.fmt == "sarif":  # the same findings as lint's, for code-scanning UIs
-        from ttft.report.findings import dumps, sarif_document
-
-        click.echo(dumps(sarif_document(report.findings)))
-    else:
+    if options.fmt == "text":
         print_doctor(report, Console())
+    else:
+        click.echo(document_text(report, options.fmt))
     out: Path | None = options.out_dir
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "report.json").write_text(json.dumps(report.to_dict(), indent=2))
-        (out / "report.md").write_text(doctor_markdown(report))
+        write_report_files(report, out)
         console.print(f"report: {out}/report.json, {out}/report.md")
     _write_html(report, options, console)
 
