@@ -40,6 +40,25 @@ def read_records(path: Path) -> list[RequestRecord]:
     return read_results(path).records
 
 
+def read_bench_summary(path: Path) -> Any:
+    """A summary.json that ttft bench wrote (``ttft bench compare``'s two sides)."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise TtftError(f"summary file not found: {path}") from None
+    except json.JSONDecodeError as exc:
+        raise TtftError(
+            f"{path} is not JSON ({exc.msg}, line {exc.lineno})",
+            "give the summary.json that ttft bench wrote",
+        ) from None
+
+
+def records_beside(path: Path) -> list[RequestRecord] | None:
+    """The records.jsonl beside a summary file (or in a results folder), when there is one."""
+    beside = path.parent / RESULTS_FILE if path.is_file() else path / RESULTS_FILE
+    return read_records(beside) if beside.is_file() else None
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
