@@ -8,14 +8,12 @@ row per point as it is answered and writes the JSON and HTML documents.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import click
 
 from ttft.cli.trace_options import trace_options
-from ttft.core.errors import TtftError
 from ttft.simulate.fleet import POLICIES
 from ttft.simulate.run_options import RunOptions, sweep_for
 from ttft.simulate.sweep import PointResult, Sweep
@@ -172,12 +170,7 @@ def _write(sweep: Sweep, results: list[PointResult], o: RunOptions) -> None:
         json_out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_out}")
     if html_out is not None:
-        from ttft.report.html_simulate import simulate_page
+        from ttft.report.html_simulate import write_simulate_page
 
-        try:
-            html_out.write_text(
-                simulate_page(doc, generated=time.strftime("%Y-%m-%d %H:%M:%S")), encoding="utf-8"
-            )
-        except OSError as exc:
-            raise TtftError(f"cannot write {html_out}: {exc.strerror}") from None
+        write_simulate_page(doc, html_out)
         click.echo(f"wrote {html_out}")
