@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -177,14 +176,11 @@ def _write_report(
     summary: Any, notes: list[str], out_dir: Path, console: Console, html: str | None = None
 ) -> None:
     from ttft.cli.html_output import write_saved_page
-    from ttft.report.csv import summary_to_csv
-    from ttft.report.markdown import summary_to_markdown
+    from ttft.report.saved import save_summary
     from ttft.report.terminal import print_summary
 
     print_summary(summary, Console())
-    (out_dir / "summary.json").write_text(json.dumps(summary.to_dict(), indent=2))
-    (out_dir / "summary.csv").write_text(summary_to_csv(summary))
-    (out_dir / "summary.md").write_text(summary_to_markdown(summary))
+    save_summary(summary, out_dir)
     for note in notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"results: {out_dir}/ (records.jsonl, summary.json, summary.csv, summary.md)")

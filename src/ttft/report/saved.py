@@ -4,7 +4,7 @@ A path may be a bench results directory (``summary.json`` + ``records.jsonl``), 
 ``records.jsonl`` (summarized here), a ``summary.json`` of bench, ``tune sweep`` or ``tune ab``, a
 doctor ``report.json``, or an experiment directory. The command that measured calls the same
 function on what it just wrote, so the two pages are the same byte for byte but for the
-generation time.
+generation time. ``save_summary`` writes a bench run's summary files beside its records.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.core.summary import SCHEMA as BENCH_SCHEMA
-from ttft.core.summary import summarize_run
+from ttft.core.summary import BenchSummary, summarize_run
 from ttft.load.sink import read_results
 
 DOCTOR_SCHEMA = "ttft.doctor/1"
@@ -38,6 +38,16 @@ def generated_now() -> str:
 def read_records(path: Path) -> list[RequestRecord]:
     """The request lines of a results file (``type: request``); a torn last line is skipped."""
     return read_results(path).records
+
+
+def save_summary(summary: BenchSummary, out_dir: Path) -> None:
+    """A bench run's summary.json, summary.csv and summary.md in its results folder."""
+    from ttft.report.csv import summary_to_csv
+    from ttft.report.markdown import summary_to_markdown
+
+    (out_dir / SUMMARY_FILE).write_text(json.dumps(summary.to_dict(), indent=2))
+    (out_dir / "summary.csv").write_text(summary_to_csv(summary))
+    (out_dir / "summary.md").write_text(summary_to_markdown(summary))
 
 
 def read_bench_summary(path: Path) -> Any:
