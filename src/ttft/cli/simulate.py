@@ -109,41 +109,21 @@ def calibrate(
     coefficients, the engine settings, and the residuals (how far single measurements scatter
     around the model: the width of later intervals).
     """
-    from ttft.engines.control import ServerTokenizer
-    from ttft.simulate.calibrate import run_calibration
-    from ttft.simulate.targets import engine
-
     if refit is not None:
         refitted = calibration_files.refit(refit, records)
         refitted.save(out)
         _report(refitted, out)
         return
-    calibration_files.check_settings(slots, batch_tokens)
-    engine_kind = next(k for k in ENGINE_KINDS if k == kind)
-    with engine(
+    calibration, phases = calibration_files.calibrate_engine(
         url,
-        engine_kind,
+        kind,
         slots=slots,
         batch_tokens=batch_tokens,
         kv_blocks=kv_blocks,
         model=model,
         api_key=api_key,
-    ) as live:
-        where = live.target.root + (" (embedded)" if live.embedded else "")
-        click.echo(
-            f"calibrating {where}: {live.settings.slots} slots, batch "
-            f"{live.settings.batch_tokens} tokens",
-            err=True,
-        )
-        tokenizer = ServerTokenizer(live.target)
-        calibration, phases = run_calibration(
-            live.target,
-            tokenizer,
-            live.settings,
-            progress=lambda msg: click.echo(f"  {msg}", err=True),
-        )
-    calibration.source["url"] = None if live.embedded else live.target.root
-    calibration.source["embedded"] = live.embedded
+        progress=lambda line: click.echo(line, err=True),
+    )
     calibration.save(out)
     if records is not None:
         calibration_files.save_records(phases, records)

@@ -1,16 +1,18 @@
-"""``ttft simulate calibrate``'s decisions beyond the measuring: the settings it accepts, the raw
-records kept beside a calibration and the refit from them, and the burst check (the burst phase,
-not fitted, against the model).
+"""``ttft simulate calibrate``'s flow around the measuring (``simulate/calibrate.py``): the
+settings it accepts, the engine it measures (the user's or the embedded one), the raw records
+kept beside a calibration and the refit from them, and the burst check (the burst phase, not
+fitted, against the model).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
-from ttft.simulate.model import Calibration
+from ttft.simulate.model import ENGINE_KINDS, Calibration
 
 
 def check_settings(slots: int | None, batch_tokens: int | None) -> None:
@@ -18,6 +20,50 @@ def check_settings(slots: int | None, batch_tokens: int | None) -> None:
     for name, value in (("--slots", slots), ("--batch-tokens", batch_tokens)):
         if value is not None and value < 1:
             raise TtftError(f"{name} must be at least 1, not {value}")
+
+
+def calibrate_engine(
+    url: str | None,
+    kind: str,
+    *,
+    slots: int | None,
+    batch_tokens: int | None,
+    kv_blocks: int | None,
+    model: str | None,
+    api_key: str | None,
+    progress: Callable[[str], None],
+) -> tuple[Calibration, dict[str, list[RequestRecord]]]:
+    """Calibrate the engine at ``url`` (the embedded one without), saying what runs."""
+    from ttft.engines.control import ServerTokenizer
+    from ttft.simulate.calibrate import run_calibration
+    from ttft.simulate.targets import engine
+
+    check_settings(slots, batch_tokens)
+    engine_kind = next(k for k in ENGINE_KINDS if k == kind)
+    with engine(
+        url,
+        engine_kind,
+        slots=slots,
+        batch_tokens=batch_tokens,
+        kv_blocks=kv_blocks,
+        model=model,
+        api_key=api_key,
+    ) as live:
+        where = live.target.root + (" (embedded)" if live.embedded else "")
+        progress(
+            f"calibrating {where}: {live.settings.slots} slots, batch "
+            f"{live.settings.batch_tokens} tokens"
+        )
+        tokenizer = ServerTokenizer(live.target)
+        calibration, phases = run_calibration(
+            live.target,
+            tokenizer,
+            live.settings,
+            progress=lambda msg: progress(f"  {msg}"),
+        )
+    calibration.source["url"] = None if live.embedded else live.target.root
+    calibration.source["embedded"] = live.embedded
+    return calibration, phases
 
 
 def save_records(phases: dict[str, list[RequestRecord]], path: Path) -> None:
