@@ -52,15 +52,7 @@ def save_summary(summary: BenchSummary, out_dir: Path) -> None:
 
 def read_bench_summary(path: Path) -> Any:
     """A summary.json that ttft bench wrote (``ttft bench compare``'s two sides)."""
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise TtftError(f"summary file not found: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise TtftError(
-            f"{path} is not JSON ({exc.msg}, line {exc.lineno})",
-            "give the summary.json that ttft bench wrote",
-        ) from None
+    return _load_json(path, "summary file", "give the summary.json that ttft bench wrote")
 
 
 def records_beside(path: Path) -> list[RequestRecord] | None:
@@ -69,16 +61,20 @@ def records_beside(path: Path) -> list[RequestRecord] | None:
     return read_records(beside) if beside.is_file() else None
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _load_json(path: Path, what: str, hint: str) -> Any:
+    """A JSON file; a missing or unreadable one is an input error naming ``what`` it was."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise TtftError(f"file not found: {path}") from None
+        raise TtftError(f"{what} not found: {path}") from None
     except json.JSONDecodeError as exc:
-        raise TtftError(
-            f"{path} is not JSON ({exc.msg}, line {exc.lineno})",
-            "give a summary.json, report.json or records.jsonl that ttft wrote",
-        ) from None
+        raise TtftError(f"{path} is not JSON ({exc.msg}, line {exc.lineno})", hint) from None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    data = _load_json(
+        path, "file", "give a summary.json, report.json or records.jsonl that ttft wrote"
+    )
     if not isinstance(data, dict):
         raise TtftError(f"{path} is not a ttft result (a JSON object was expected)")
     return data
