@@ -6,7 +6,6 @@ with --url the article's profile (512 / 2400 / 8000 tokens, concurrency 1 / 8 / 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ from ttft.cli.bench_workloads import workload_options
 from ttft.cli.html_output import html_option
 from ttft.cli.target_options import target_options
 from ttft.cli.trace_options import trace_options
-from ttft.core.errors import TtftError
 from ttft.core.target_options import TargetOptions
 from ttft.load.bench_options import PROFILES, BenchOptions
 
@@ -194,19 +192,10 @@ def compare_cmd(
     from ttft.core.compare import compare_json
     from ttft.report.csv import comparison_to_csv
     from ttft.report.markdown import comparison_to_markdown
+    from ttft.report.saved import read_bench_summary
     from ttft.report.terminal import print_comparison
 
-    docs = []
-    for path in (a, b):
-        try:
-            docs.append(json.loads(path.read_text()))
-        except FileNotFoundError:
-            raise TtftError(f"summary file not found: {path}") from None
-        except json.JSONDecodeError as exc:
-            raise TtftError(
-                f"{path} is not JSON ({exc.msg}, line {exc.lineno})",
-                "give the summary.json that ttft bench wrote",
-            ) from None
+    docs = [read_bench_summary(path) for path in (a, b)]
     comparison = compare_json(docs[0], docs[1], a_label=str(a), b_label=str(b))
     if fmt == "markdown":
         click.echo(comparison_to_markdown(comparison))
@@ -226,12 +215,9 @@ def _write_compare_html(docs: list[Any], paths: tuple[Path, Path], out: Path) ->
     """Paired CDFs from each side's records.jsonl when it sits beside its summary."""
     from ttft.cli.html_output import write_page
     from ttft.report.html_compare import compare_page
-    from ttft.report.saved import generated_now, read_records
+    from ttft.report.saved import generated_now, records_beside
 
-    records = []
-    for path in paths:
-        beside = path.parent / "records.jsonl" if path.is_file() else path / "records.jsonl"
-        records.append(read_records(beside) if beside.is_file() else None)
+    records = [records_beside(path) for path in paths]
     text = compare_page(
         docs[0], docs[1], a_records=records[0], b_records=records[1],
         a_label=str(paths[0]), b_label=str(paths[1]), generated=generated_now(),

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,34 +13,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ttft.cli.bench_workers import print_workers
-from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.core.slo import parse_slos
 from ttft.core.target import Target
 from ttft.engines.control import ControlClient
-from ttft.engines.llamacpp.on_demand import (
-    EMBEDDED_SLOTS,
-    EmbeddedSize,
-    context_for,
-    target_or_embedded,
-)
+from ttft.engines.llamacpp.on_demand import EMBEDDED_SLOTS, EmbeddedSize, target_or_embedded
+from ttft.load import bench_plan
 from ttft.load.bench_options import BenchOptions, worker_setup
-from ttft.load.bench_trace import embedded_settings, reuse_note
-from ttft.load.bench_workload import (
-    check_fits,
-    describe_workload,
-    longest_prompt,
-    make_tokenizer,
-    workload_spec,
-)
+from ttft.load.bench_workload import check_fits, describe_workload, make_tokenizer, workload_spec
 from ttft.load.cells import expected_requests
 from ttft.load.fleet_setup import WorkerSetup
 from ttft.load.runner import CellPlan
 from ttft.load.session import SessionHooks, SessionResult, run_session
-from ttft.load.trace_plan import load_trace, needs_tokenizer
 from ttft.workload.spec import WorkloadSpec
-
-CLIENT_SUSPECT_EXIT = 3  # --fail-on-client-suspect: the client, not the server, was in doubt
 
 
 @contextlib.contextmanager
@@ -51,20 +34,12 @@ def _target(
 ) -> Iterator[tuple[Target, bool]]:
     """The user's server, or the embedded engine sized for the workload (stopped afterwards)."""
     given, headers = options.target.target(), options.target.header_dict()
-    size = functools.partial(_embedded_size, spec)
+    size = functools.partial(bench_plan.embedded_size, spec)
     with target_or_embedded(given, size, headers=headers, on_start=_starting(console)) as served:
         if served.engine is not None:
             ready = f"ready in {served.engine.startup_s:.2f} s at {served.engine.base_url}"
             console.print(f"[dim]{ready}[/dim]")
         yield served.target, served.engine is not None
-
-
-def _embedded_size(spec: WorkloadSpec) -> EmbeddedSize:
-    """Every slot fits the longest prompt and its answer (a trace: its longest request)."""
-    if spec.trace is not None:
-        longest, extra = embedded_settings(spec)
-        return EmbeddedSize(context_for(longest + 64), extra_args=extra)
-    return EmbeddedSize(context_for(longest_prompt(spec) + spec.max_tokens + 64))
 
 
 def _starting(console: Console) -> Callable[[EmbeddedSize], None]:
@@ -79,26 +54,17 @@ def _cold_mode(options: BenchOptions, spec: WorkloadSpec, console: Console, out_
     from ttft.engines.llamacpp.embedded import launch_embedded
     from ttft.load.cold import run_cold_bench
 
-    if options.target.url:
-        raise TtftError(
-            "--cold restarts the engine between samples, so it needs an engine ttft manages",
-            "drop --url to use the embedded engine (or restart your server yourself and run "
-            "bench with --requests 1)",
-        )
-    samples, tokens = options.cold_samples or 0, min(spec.buckets)
-    if samples < 1:
-        raise TtftError("--cold needs at least 1 sample")
-    ctx = context_for(tokens + 1 + 64)
+    plan = bench_plan.cold_plan(options, spec)
     slos = parse_slos(options.slo_texts) if options.slo_texts else ()
     with Progress(
         TextColumn("cold starts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console,
     ) as progress:  # fmt: skip
-        task = progress.add_task("cold", total=samples)
+        task = progress.add_task("cold", total=plan.samples)
         cold = run_cold_bench(
-            lambda: launch_embedded(ctx_size=ctx, parallel=EMBEDDED_SLOTS),
-            samples,
-            tokens,
+            lambda: launch_embedded(ctx_size=plan.ctx_size, parallel=EMBEDDED_SLOTS),
+            plan.samples,
+            plan.prompt_tokens,
             out_dir / "records.jsonl",
             slos,
             on_sample=lambda _: progress.advance(task),
@@ -109,7 +75,7 @@ def _cold_mode(options: BenchOptions, spec: WorkloadSpec, console: Console, out_
         f"(min {startups[0]:.2f}, max {startups[-1]:.2f})"
     )
     _write_report(cold.summary, [], out_dir, console, options.html_path)
-    if slos and not cold.summary.slos_passed:
+    if bench_plan.slos_missed(slos, cold.summary):
         raise click.exceptions.Exit(1)
 
 
@@ -118,16 +84,14 @@ def execute(options: BenchOptions) -> None:
     if options.cold_samples is not None:
         worker_setup(options)  # refuses --workers/--ray with --cold
         profile = options.profile or "quick"
-        out = options.out_dir or Path("results") / time.strftime("bench-cold-%Y%m%d-%H%M%S")
-        out.mkdir(parents=True, exist_ok=True)
+        out = bench_plan.results_dir(options, cold=True)
         _cold_mode(options, workload_spec(options, profile), console, out)
         return
-    profile = options.profile or ("article" if options.target.url else "quick")
+    profile = options.profile_name
     spec = workload_spec(options, profile)
     workers = worker_setup(options)
     slos = parse_slos(options.slo_texts) if options.slo_texts else ()
-    out_dir: Path = options.out_dir or Path("results") / time.strftime("bench-%Y%m%d-%H%M%S")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = bench_plan.results_dir(options)
     records_path = out_dir / "records.jsonl"
     console.print(
         f"[bold]ttft bench[/bold] ({profile} defaults): {describe_workload(spec)}; "
@@ -135,25 +99,20 @@ def execute(options: BenchOptions) -> None:
     )
     with _target(options, spec, console) as (target, fresh):
         check_fits(spec, ControlClient(target).context_limit())
-        uses_files = any(f is not None for f in (options.prompt_file, options.sharegpt))
-        uses_files = uses_files or options.conversations is not None
-        if spec.trace is not None:
-            uses_files = not needs_tokenizer(load_trace(spec.trace))
-        tokenizer = None if uses_files else make_tokenizer(options.tokenizer_path, target)
+        tokenizer = None
+        if bench_plan.needs_server_tokenizer(options, spec):
+            tokenizer = make_tokenizer(options.tokenizer_path, target)
         result = _run_with_progress(
             target, spec, tokenizer, records_path, fresh, slos, options, console, workers
         )
-    reuse = reuse_note(result.bench) if spec.trace is not None else None
-    if reuse is not None:
-        result.notes.append(reuse[0])
-        result.summary.meta["trace_reuse"] = reuse[1]
+    bench_plan.add_reuse_note(result, spec)
     _write_report(result.summary, result.notes, out_dir, console, options.html_path)
     print_workers(result.summary, console)
     health = result.summary.client_health
-    if options.fail_on_client_suspect and health is not None and not health.trusted:
+    if bench_plan.client_suspect(options, result.summary) and health is not None:
         console.print(f"[bold red]client {health.level}[/bold red]: --fail-on-client-suspect")
-        raise click.exceptions.Exit(CLIENT_SUSPECT_EXIT)
-    if slos and not all(cell.slos_passed for cell in result.summary.cells):
+        raise click.exceptions.Exit(bench_plan.CLIENT_SUSPECT_EXIT)
+    if bench_plan.slos_missed(slos, result.summary):
         raise click.exceptions.Exit(1)
 
 
@@ -208,7 +167,7 @@ def _run_with_progress(
             slos=slos,
             hooks=hooks,
             timeout_s=options.timeout_s,
-            run_meta={"profile": options.profile or ("article" if options.target.url else "quick")},
+            run_meta={"profile": options.profile_name},
             workers=workers,
         )
 
@@ -217,14 +176,11 @@ def _write_report(
     summary: Any, notes: list[str], out_dir: Path, console: Console, html: str | None = None
 ) -> None:
     from ttft.cli.html_output import write_saved_page
-    from ttft.report.csv import summary_to_csv
-    from ttft.report.markdown import summary_to_markdown
+    from ttft.report.saved import save_summary
     from ttft.report.terminal import print_summary
 
     print_summary(summary, Console())
-    (out_dir / "summary.json").write_text(json.dumps(summary.to_dict(), indent=2))
-    (out_dir / "summary.csv").write_text(summary_to_csv(summary))
-    (out_dir / "summary.md").write_text(summary_to_markdown(summary))
+    save_summary(summary, out_dir)
     for note in notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"results: {out_dir}/ (records.jsonl, summary.json, summary.csv, summary.md)")

@@ -8,9 +8,9 @@ from typing import Any
 import click
 
 from ttft.cli.html_output import html_option
-from ttft.cli.options import DoctorOptions
 from ttft.cli.target_options import target_options
 from ttft.core.target_options import TargetOptions
+from ttft.doctor.options import DoctorOptions
 
 
 @click.command()

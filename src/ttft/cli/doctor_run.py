@@ -3,52 +3,27 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
 
-from ttft.cli.options import DoctorOptions
-from ttft.core.slo import parse_slos
-from ttft.doctor.context import DoctorContext, asked_answer_tokens
+from ttft.doctor.context import DoctorContext
 from ttft.doctor.findings import StepResult
-from ttft.doctor.prepare import DoctorAsk, doctor_target, open_context
+from ttft.doctor.options import DoctorOptions, doctor_ask, engine_url, report_plan
+from ttft.doctor.prepare import doctor_target, open_context
 from ttft.doctor.run import STEPS, run_doctor
 from ttft.engines.llamacpp.on_demand import EmbeddedSize
-from ttft.load.bench_options import parse_int_list
 from ttft.load.gpu_sampler import DcgmSource
-from ttft.workload.builders import from_jsonl
-
-
-def _ask(options: DoctorOptions) -> DoctorAsk:
-    """The options, parsed; a bad value is an input error before anything starts."""
-    log = options.requests_log
-    slos = parse_slos(options.slo_texts) if options.slo_texts else ()
-    real = from_jsonl(log, max_tokens=1) if log else []
-    asked = asked_answer_tokens(from_jsonl(log)) if log else ()
-    levels = parse_int_list(options.concurrency, "--concurrency") if options.concurrency else None
-    if options.budget <= 0:
-        raise click.BadParameter("must be above 0 minutes", param_hint="--budget")
-    return DoctorAsk(
-        service=options.target,
-        deadline=time.monotonic() + 60 * options.budget,
-        direct_url=options.direct_url,
-        levels=levels,
-        real_items=real,
-        asked_answer_tokens=asked,
-        slos=slos,
-        gpu_metrics_url=options.gpu_metrics_url,
-        force_hol=bool(options.hol),
-    )
 
 
 def execute(options: DoctorOptions) -> None:
     console = Console(stderr=True)
-    ask = _ask(options)
+    ask = doctor_ask(options)
+    if options.budget <= 0:
+        raise click.BadParameter("must be above 0 minutes", param_hint="--budget")
     lint_findings = _lint(options)
     if options.gpu_metrics_url:
         # A wrong --gpu-metrics-url is an input error before anything starts, not a note at the end.
@@ -88,30 +63,19 @@ def _progress(console: Console) -> Any:
 def _lint(options: DoctorOptions) -> list[Any]:
     from ttft.doctor.lint_bridge import lint_findings
 
-    # The engine itself (behind the proxy when --direct-url names it): its running process
-    # tells lint the device when it listens on this machine.
-    engine_url = options.direct_url or options.target.url
-    return lint_findings(options.nginx_conf, options.engine_cmd, engine_url)
+    return lint_findings(options.nginx_conf, options.engine_cmd, engine_url(options))
 
 
 def _emit(report: Any, options: DoctorOptions, console: Console) -> None:
-    from ttft.report.doctor import doctor_markdown, print_doctor
+    from ttft.report.doctor import document_text, print_doctor, write_report_files
 
-    if options.fmt == "json":
-        click.echo(json.dumps(report.to_dict(), indent=2))
-    elif options.fmt == "markdown":
-        click.echo(doctor_markdown(report))
-    elif options.fmt == "sarif":  # the same findings as lint's, for code-scanning UIs
-        from ttft.report.findings import dumps, sarif_document
-
-        click.echo(dumps(sarif_document(report.findings)))
-    else:
+    if options.fmt == "text":
         print_doctor(report, Console())
+    else:
+        click.echo(document_text(report, options.fmt))
     out: Path | None = options.out_dir
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "report.json").write_text(json.dumps(report.to_dict(), indent=2))
-        (out / "report.md").write_text(doctor_markdown(report))
+        write_report_files(report, out)
         console.print(f"report: {out}/report.json, {out}/report.md")
     _write_html(report, options, console)
 
@@ -138,31 +102,9 @@ def _write_plan(
     report: Any, options: DoctorOptions, ctx: DoctorContext, launch: str | None, console: Console
 ) -> None:
     """The findings' changes as a plan, with the service as doctor measured it."""
-    from ttft.core.plan import ServiceSpec, plan_to_toml
-    from ttft.doctor.plan import build_plan
+    from ttft.core.plan import plan_to_toml
 
-    def absolute(path: Path | None) -> str | None:
-        return None if path is None else str(path.resolve())
-
-    service = ServiceSpec(
-        url=options.target.url,
-        engine=ctx.engine_kind,
-        direct_url=options.direct_url,
-        launch=launch or options.engine_cmd,
-        nginx_conf=absolute(options.nginx_conf),
-        requests_log=absolute(options.requests_log),
-        concurrency=max(ctx.levels),
-        slos=tuple(options.slo_texts),
-    )
-    plan = build_plan(report.findings, service, source=f"ttft doctor {report.target}")
-    # A step that did not measure may have found more: the plan says so instead of looking whole.
-    missing = [
-        f"doctor/{step.name}: not measured ({step.notes[0] if step.notes else step.status.value}); "
-        "its findings, if any, are not in this plan"
-        for step in report.failed_steps + report.unfinished_steps
-    ]
-    if missing:
-        plan = dataclasses.replace(plan, unapplied=(*plan.unapplied, *missing))
+    plan = report_plan(report, options, ctx, launch)
     assert options.plan is not None
     options.plan.parent.mkdir(parents=True, exist_ok=True)
     options.plan.write_text(plan_to_toml(plan), encoding="utf-8")

@@ -21,7 +21,6 @@ import click
 
 from ttft.cli.engine_choice import EngineKind
 from ttft.cli.lint_common import emit, exit_with, gate, output_options, user_errors
-from ttft.core.errors import TtftError
 from ttft.core.findings import without_rules
 
 
@@ -88,32 +87,28 @@ def nginx(
     PATH is the main configuration file, e.g. /etc/nginx/nginx.conf. --diff and --write-fixed
     apply the findings' automatic changes (not kept by --ignore: not applied) to a copy.
     """
-    from ttft.cli import lint_nginx_fix
+    from ttft.lint.nginx import fixed_copy
     from ttft.lint.nginx.config import load
-    from ttft.lint.nginx.rules import NginxLintOptions, lint_config, parse_nginx_time
+    from ttft.lint.nginx.rulekit import nginx_lint_options
+    from ttft.lint.nginx.rules import lint_config
+    from ttft.proxy.nginx_edit import apply_edits, unified_diff
 
     with user_errors():
-        seconds = parse_nginx_time(min_read_timeout)
-        if seconds is None:
-            raise TtftError(
-                f"--min-read-timeout {min_read_timeout!r} is not an nginx time",
-                "use e.g. 300s, 10m or 1h",
-            )
+        options = nginx_lint_options(upstream_engine, min_read_timeout, locations)
         config = load(path)
-        options = NginxLintOptions(
-            upstream_engine=None if upstream_engine == "unknown" else upstream_engine,
-            min_read_timeout_s=seconds,
-            only_locations=locations,
-        )
         findings = lint_config(config, options)
         fix = None
         if show_diff or write_fixed is not None:
-            fix = lint_nginx_fix.build_fix(path, config, without_rules(findings, ignore))
-            lint_nginx_fix.summarise(fix)
+            kept = without_rules(findings, ignore)
+            fix = fixed_copy.build_fix(path, config, kept, apply_edits)
+            for line in fixed_copy.summary(fix):
+                click.echo(line, err=True)
             if write_fixed is not None:
-                lint_nginx_fix.write_fixed(fix, write_fixed)
+                click.echo(fixed_copy.write_fixed(fix, write_fixed), err=True)
     if fix is not None and show_diff:
-        lint_nginx_fix.print_diff(fix)
+        diff = unified_diff(fix.original, fix.patched)
+        if diff:  # nothing when there is nothing to fix
+            click.echo(diff, nl=False)
         exit_with(gate(findings, fail_on, ignore=ignore))
         return
     exit_with(emit(findings, fmt, fail_on, ignore=ignore, subject=f"nginx {path}"))
@@ -169,27 +164,13 @@ def engine(
       ttft lint engine --expected-concurrency 32 -- llama-server -m m.gguf -np 4
       ttft lint engine --from-file deploy/start.sh --format sarif
     """
-    from ttft.engines.cmdline import (
-        COMMAND_LINE,
-        command_from_file,
-        parse,
-        tokens_from_argv,
-    )
+    from ttft.engines.cmdline import COMMAND_LINE, command_tokens, parse
     from ttft.engines.registry import adapter_for
     from ttft.engines.rulekit import EngineLintOptions
     from ttft.lint.engine.run import lint_command
 
     with user_errors():
-        if from_file is not None and cmdline:
-            raise TtftError("give the command line or --from-file, not both")
-        if from_file is not None:
-            tokens, source = command_from_file(from_file)
-        elif cmdline:
-            tokens, source = tokens_from_argv(list(cmdline)), COMMAND_LINE
-        else:
-            raise TtftError(
-                "no command line given", "ttft lint engine -- vllm serve MODEL [flags...]"
-            )
+        tokens, source = command_tokens(from_file, list(cmdline))
         command = parse(tokens, engine_kind, source)
         findings = lint_command(
             command, EngineLintOptions(expected_concurrency=expected_concurrency, gpu=gpu)

@@ -6,39 +6,18 @@ Attached to the ``ttft lint`` group by ``ttft.cli.lint`` (import that module, no
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from ttft.cli.lint_common import exit_with, output_options, user_errors
-from ttft.core.findings import Severity, without_rules
+from ttft.cli.lint_common import exit_with, gate, output_options, user_errors
+from ttft.core.findings import without_rules
 from ttft.lint.prompts.inputs import load_requests, prompt_sources
 from ttft.lint.prompts.prefix_cache import CACHE_MODEL_HELP, CACHE_MODELS
-from ttft.report.findings import (
-    dumps,
-    exit_code,
-    json_document,
-    markdown_document,
-    render_text,
-    sarif_document,
-)
 
 
 def _say(line: str) -> None:
     click.echo(line, err=True)
-
-
-def _cache_table(rows: list[tuple[str, str, str]], title: str) -> Table:
-    table = Table(title=title, title_justify="left", box=None, expand=False)
-    table.add_column("prefix cache", no_wrap=True)
-    table.add_column("now", justify="right", no_wrap=True)
-    table.add_column("after fixes", justify="right", no_wrap=True)
-    for row in rows:
-        table.add_row(*(escape(cell) for cell in row))
-    return table
 
 
 @click.command("prompts")
@@ -125,44 +104,23 @@ def prompts(
     """
     from ttft.lint.prompts.analysis import lint_prompts
     from ttft.lint.prompts.findings import findings as to_findings
-    from ttft.lint.prompts.server import measure_prefill_rate
-    from ttft.report.prompts import report, report_rows, saving_line
+    from ttft.lint.prompts.prefix_cache import cache_model_for
+    from ttft.lint.prompts.server import prefill_rate_for
+    from ttft.report.prompts import document_text, print_text
 
     with user_errors():
         requests = load_requests(log, messages)
         sources = prompt_sources(template_path, template_name, tokenizer_path, url, api_key, _say)
         with sources as src:
-            model = CACHE_MODELS[cache_model or ("checkpoint" if src.sliding_window else "token")]
-            rate = prefill_rate
-            if rate is None and src.server is not None and len(requests) > 1:
-                rate = measure_prefill_rate(src.server)
+            model = cache_model_for(cache_model, src.sliding_window)
+            rate = prefill_rate_for(prefill_rate, src.server, len(requests))
             analysis = lint_prompts(
                 requests, src.template, src.tokens, cache_model=model, prefill_rate=rate
             )
             found = without_rules(to_findings(analysis, src.tokens), ignore)
     subject = f"prompts {log or messages} (template: {analysis.template.origin})"
-    data: dict[str, Any] = report(analysis)
-    if fmt == "json":
-        document = json_document(found, subject=subject)
-        document["prefix_cache"] = data
-        click.echo(dumps(document))
-    elif fmt == "sarif":
-        document = sarif_document(found)
-        document["runs"][0]["properties"] = {"prefix_cache": data}
-        click.echo(dumps(document))
-    elif fmt == "markdown":
-        click.echo(markdown_document(found, subject=subject))
-        click.echo(saving_line(analysis))
+    if fmt == "text":
+        print_text(found, analysis, model.name, Console(highlight=False), subject)
     else:
-        console = Console(highlight=False)
-        render_text(found, console, subject=subject)
-        console.print()
-        title = f"prefix-cache replay ({model.name} model: {CACHE_MODEL_HELP[model.name]})"
-        console.print(_cache_table(report_rows(analysis), title))
-        console.print(escape(saving_line(analysis)))
-        console.print(
-            "[dim]ideal cache: every earlier prompt stays cached. llama-server keeps one prompt "
-            "per slot (plus a host-memory prompt cache): the one-slot row is its lower bound.[/dim]"
-        )
-    threshold = None if fail_on == "never" else Severity.parse(fail_on)
-    exit_with(exit_code(found, threshold))
+        click.echo(document_text(found, analysis, fmt, subject))
+    exit_with(gate(found, fail_on))

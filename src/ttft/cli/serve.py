@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from ttft.cli.serve_common import ServeOptions, check_or_hold
+from ttft.cli.serve_common import check_or_hold
 from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
+from ttft.engines.serve import ServeOptions
 
 
 @click.command()

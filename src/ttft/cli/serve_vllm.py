@@ -12,7 +12,7 @@ from ttft.core.errors import TtftError
 from ttft.engines.vllm.local import RunningVllm, VllmConfig, launch_vllm
 
 if TYPE_CHECKING:
-    from ttft.cli.serve_common import ServeOptions
+    from ttft.engines.serve import ServeOptions
 
 
 def serve_vllm(options: ServeOptions, check: bool) -> None:

@@ -7,14 +7,14 @@ measures a few of its points for real.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from ttft.cli.simulate_run import run
-from ttft.core.errors import TtftError
+from ttft.simulate import calibration_files
 from ttft.simulate.model import ENGINE_KINDS, Calibration
+from ttft.simulate.text import burst_line, calibration_lines
 
 
 @click.group("simulate")
@@ -109,116 +109,35 @@ def calibrate(
     coefficients, the engine settings, and the residuals (how far single measurements scatter
     around the model: the width of later intervals).
     """
-    from ttft.engines.control import ServerTokenizer
-    from ttft.simulate.calibrate import run_calibration
-    from ttft.simulate.targets import engine
-
     if refit is not None:
-        _refit(refit, records, out)
+        refitted = calibration_files.refit(refit, records)
+        refitted.save(out)
+        _report(refitted, out)
         return
-    for name, value in (("--slots", slots), ("--batch-tokens", batch_tokens)):
-        if value is not None and value < 1:
-            raise TtftError(f"{name} must be at least 1, not {value}")
-    engine_kind = next(k for k in ENGINE_KINDS if k == kind)
-    with engine(
+    calibration, phases = calibration_files.calibrate_engine(
         url,
-        engine_kind,
+        kind,
         slots=slots,
         batch_tokens=batch_tokens,
         kv_blocks=kv_blocks,
         model=model,
         api_key=api_key,
-    ) as live:
-        where = live.target.root + (" (embedded)" if live.embedded else "")
-        click.echo(
-            f"calibrating {where}: {live.settings.slots} slots, batch "
-            f"{live.settings.batch_tokens} tokens",
-            err=True,
-        )
-        tokenizer = ServerTokenizer(live.target)
-        calibration, phases = run_calibration(
-            live.target,
-            tokenizer,
-            live.settings,
-            progress=lambda msg: click.echo(f"  {msg}", err=True),
-        )
-    calibration.source["url"] = None if live.embedded else live.target.root
-    calibration.source["embedded"] = live.embedded
+        progress=lambda line: click.echo(line, err=True),
+    )
     calibration.save(out)
     if records is not None:
-        with records.open("w", encoding="utf-8") as fh:
-            for phase, recs in phases.items():
-                for r in recs:
-                    fh.write(json.dumps({**r.to_dict(), "calibration_phase": phase}) + "\n")
-    _print_calibration(calibration)
-    _print_burst_check(calibration)
+        calibration_files.save_records(phases, records)
+    _report(calibration, out)
+
+
+def _report(calibration: Calibration, out: Path) -> None:
+    """The fit, the burst check (not fitted) against the model, and where the file went."""
+    for line in calibration_lines(calibration):
+        click.echo(line)
+    pairs = calibration_files.burst_check(calibration)
+    if pairs is not None:
+        click.echo(burst_line(pairs))
     click.echo(f"wrote {out}")
-
-
-def _refit(path: Path, records: Path | None, out: Path) -> None:
-    from ttft.core.records import RequestRecord
-    from ttft.simulate.calibrate import fit_phases
-
-    if records is None:
-        raise TtftError("--refit needs the --records file the calibration was saved with")
-    old = Calibration.load(path)
-    phases: dict[str, list[RequestRecord]] = {}
-    n = 0
-    try:
-        for line in records.read_text(encoding="utf-8").splitlines():
-            n += 1
-            data = json.loads(line)
-            phase = data.pop("calibration_phase")
-            phases.setdefault(phase, []).append(RequestRecord.from_dict(data))
-    except FileNotFoundError:
-        raise TtftError(f"records not found: {records}") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise TtftError(
-            f"{records}:{n}: not a calibration record ({exc})",
-            "give the file written by `ttft simulate calibrate --records`",
-        ) from None
-    calibration = fit_phases(phases, old.engine)
-    calibration.source.update({k: v for k, v in old.source.items() if k not in calibration.source})
-    calibration.save(out)
-    _print_calibration(calibration)
-    _print_burst_check(calibration)
-    click.echo(f"wrote {out}")
-
-
-def _print_calibration(cal: Calibration) -> None:
-    c, f = cal.cost, cal.fit
-    click.echo(
-        f"step = {c.step_base_s * 1e3:.2f} ms + {c.prefill_token_s * 1e3:.3f} ms/prompt token "
-        f"+ {c.decode_seq_s * 1e3:.2f} ms/decoding sequence + {c.attention_s * 1e3:.3f} ms per "
-        f"1k context tokens attended + {c.cached_token_s * 1e3:.4f} ms/cached token"
-    )
-    click.echo(f"per-request overhead {c.overhead_s * 1e3:.1f} ms")
-    click.echo(
-        f"fit: {f.samples} samples, R^2 {f.r2:.3f}, |residual| p50 {f.rel_residual_p50:.1%} "
-        f"p95 {f.rel_residual_p95:.1%}"
-    )
-    for note in f.notes:
-        click.echo(f"  note: {note}")
-
-
-def _print_burst_check(cal: Calibration) -> None:
-    """The burst phase (not fitted) against the model: a first check of the scheduler."""
-    from ttft.simulate.fleet import simulate as run_sim
-    from ttft.simulate.requests import synthetic
-
-    measured = cal.source.get("burst_ttft_s")
-    if not isinstance(measured, list) or not measured:
-        return
-    from ttft.simulate.calibrate import CalibrationPlan
-
-    prompt = min(CalibrationPlan().burst_prompt, (cal.engine.ctx_per_slot or 4096) - 112)
-    reqs = synthetic(len(measured), prompt_tokens=prompt, output_tokens=1)
-    result = run_sim(reqs, cal.cost, cal.engine)
-    predicted = sorted(o.ttft_s or 0.0 for o in result.outcomes)
-    pairs = ", ".join(
-        f"{p * 1e3:.0f}/{m * 1e3:.0f}" for p, m in zip(predicted, measured, strict=False)
-    )
-    click.echo(f"burst check (not fitted), predicted/measured TTFT ms: {pairs}")
 
 
 simulate.add_command(run)

@@ -8,91 +8,16 @@ row per point as it is answered and writes the JSON and HTML documents.
 from __future__ import annotations
 
 import json
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import click
 
-from ttft.cli.simulate_validate import validate_point
 from ttft.cli.trace_options import trace_options
-from ttft.core.errors import TtftError
-from ttft.core.slo import parse_slos
 from ttft.simulate.fleet import POLICIES
-from ttft.simulate.model import Calibration
-from ttft.simulate.sweep import (
-    Grid,
-    PointResult,
-    Sweep,
-    base_workload,
-    check_question,
-    int_axis,
-    policy_axis,
-    rate_axis,
-    trace_tokenizer,
-)
-from ttft.simulate.whatif import Prediction
-from ttft.workload.trace import TraceSpec
-
-
-def _ms(value: float) -> str:
-    return f"{value * 1e3:.0f}"
-
-
-def _row(p: Prediction, rate: float | None) -> str:
-    t, q = p.ttft_s, p.queue_s
-    cells = [
-        p.config.describe() + (f" rate={rate:g}/s" if rate is not None else ""),
-        *(
-            f"{_ms(t[k].value)} [{_ms(t[k].interval.low)}-{_ms(t[k].interval.high)}]"
-            for k in (50.0, 95.0, 99.0)
-        ),
-        f"{_ms(q[95.0].value)}",
-        f"{p.throughput_rps.value:.2f}",
-        "-" if p.goodput_rps is None else f"{p.goodput_rps.value:.2f}",
-        "-" if p.slo_met is None else ("yes" if p.slo_met else "no"),
-    ]
-    return " | ".join(cells)
-
-
-HEADER = (
-    "config | TTFT p50 ms [95% interval] | p95 | p99 | queue p95 ms | req/s | goodput/s | SLO met"
-)
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """``ttft simulate run``'s options, as click parsed them."""
-
-    cal_path: Path
-    trace_path: Path | None
-    trace_format: str
-    speed: float
-    block_size: int
-    trace_limit: int | None
-    rate: str | None
-    count: int
-    prompt_tokens: int
-    output_tokens: int
-    shared_prefix: int
-    prefix_groups: int
-    max_tokens: int | None
-    replicas: str
-    policy: str
-    slots: str | None
-    batch_tokens: str | None
-    kv_blocks: str | None
-    gateway_cap: str | None
-    slo_texts: tuple[str, ...]
-    find_fewest: bool
-    max_replicas: int
-    runs: int
-    seed: int
-    validate: bool
-    url: str | None
-    json_out: Path | None
-    html_out: Path | None
+from ttft.simulate.run_options import RunOptions, sweep_for
+from ttft.simulate.sweep import PointResult, Sweep
+from ttft.simulate.text import HEADER, point_lines
 
 
 @click.command("run")
@@ -209,43 +134,18 @@ def run(**opts: Any) -> None:
     execute(RunOptions(**opts))
 
 
-def _sweep(o: RunOptions) -> Sweep:
-    """The question the options ask, every value checked before the first point."""
-    calibration = Calibration.load(o.cal_path)
-    slos = parse_slos(list(o.slo_texts)) if o.slo_texts else ()
-    check_question(slos, o.find_fewest)
-    trace = None
-    if o.trace_path is not None:
-        fmt = cast(Any, o.trace_format)
-        trace = TraceSpec(o.trace_path, fmt, o.speed, o.block_size, o.trace_limit, o.max_tokens)
-    rates = rate_axis(o.rate)
-    base = base_workload(
-        trace, o.count, o.prompt_tokens, o.output_tokens, o.shared_prefix, o.prefix_groups
-    )
-    grid = Grid(
-        int_axis(o.replicas, "--replicas"),
-        policy_axis(o.policy),
-        int_axis(o.slots, "--slots"),
-        int_axis(o.batch_tokens, "--batch-tokens"),
-        int_axis(o.kv_blocks, "--kv-blocks"),
-        int_axis(o.gateway_cap, "--gateway-cap"),
-        rates,
-    )
-    tokenizer = trace_tokenizer(calibration, base)
-    return Sweep(
-        calibration, base, grid, slos, o.find_fewest, o.max_replicas, o.runs, o.seed, tokenizer
-    )
-
-
 def execute(o: RunOptions) -> None:
     """Answer every point, printing its row as it comes; exit 1 when a point misses an SLO."""
-    sweep = _sweep(o)
+    sweep = sweep_for(o)
     results: list[PointResult] = []
     click.echo(HEADER)
     for point in sweep.points():
         result = sweep.answer(point)
-        _print(result, sweep)
+        for line in point_lines(result, sweep):
+            click.echo(line)
         if o.validate and result.prediction is not None:
+            from ttft.simulate.validate_point import validate_point
+
             result.validation = validate_point(
                 sweep.calibration,
                 point.source,
@@ -253,26 +153,13 @@ def execute(o: RunOptions) -> None:
                 result.prediction,
                 o.url,
                 sweep.again(point),
+                say=click.echo,
+                progress=lambda line: click.echo(line, err=True),
             )
         results.append(result)
     _write(sweep, results, o)
     if any(r.missed for r in results):
         raise click.exceptions.Exit(1)
-
-
-def _print(result: PointResult, sweep: Sweep) -> None:
-    rate = result.point.rate
-    if result.prediction is None:
-        for p in result.tried:
-            click.echo(_row(p, rate))
-        best = result.fewest
-        found = str(best) if best is not None else f"none up to {sweep.max_replicas}"
-        slos = ", ".join(s.text for s in sweep.slos)
-        click.echo(f"  -> fewest replicas holding {slos}: {found}")
-        return
-    click.echo(_row(result.prediction, rate))
-    for note in result.prediction.notes:
-        click.echo(f"  note: {note}")
 
 
 def _write(sweep: Sweep, results: list[PointResult], o: RunOptions) -> None:
@@ -283,12 +170,7 @@ def _write(sweep: Sweep, results: list[PointResult], o: RunOptions) -> None:
         json_out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_out}")
     if html_out is not None:
-        from ttft.report.html_simulate import simulate_page
+        from ttft.report.html_simulate import write_simulate_page
 
-        try:
-            html_out.write_text(
-                simulate_page(doc, generated=time.strftime("%Y-%m-%d %H:%M:%S")), encoding="utf-8"
-            )
-        except OSError as exc:
-            raise TtftError(f"cannot write {html_out}: {exc.strerror}") from None
+        write_simulate_page(doc, html_out)
         click.echo(f"wrote {html_out}")

@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from ttft.cli.target_options import access_options
-from ttft.core.errors import TtftError
 from ttft.core.target_options import AccessOptions
-from ttft.report.verify import markdown_report, text_report
-from ttft.verify.run import QualityOptions, run_quality
+from ttft.report.verify import render
+from ttft.verify.run import QualityOptions, parse_lengths, run_quality
 from ttft.verify.sides import SYNTAX, parse_side
-
-
-def _lengths(value: str) -> tuple[int, ...]:
-    try:
-        out = tuple(
-            int(v.strip().lower().replace("k", "")) * (1024 if "k" in v.lower() else 1)
-            for v in value.split(",")
-            if v.strip()
-        )
-    except ValueError:
-        raise TtftError(
-            f"cannot read --lengths {value!r}", "give e.g. 1024,4096 or 1k,4k"
-        ) from None
-    if not out:
-        raise TtftError("--lengths is empty", "give e.g. 1024,4096")
-    return out
 
 
 @click.group()
@@ -138,7 +120,7 @@ def quality(
       Exit code 1 when a length fails, 0 for pass or degraded.
     """
     options = QualityOptions(
-        lengths=_lengths(lengths),
+        lengths=parse_lengths(lengths),
         samples=samples,
         n_tokens=n_tokens,
         n_probs=n_probs,
@@ -155,10 +137,5 @@ def quality(
     base = parse_side(baseline, api_key=key, headers=headers)
     cand = parse_side(candidate, api_key=key, headers=headers)
     report, _ = run_quality(base, cand, options, progress)
-    if fmt == "json":
-        click.echo(json.dumps(report.to_dict(), indent=2))
-    elif fmt == "markdown":
-        click.echo(markdown_report(report), nl=False)
-    else:
-        click.echo(text_report(report), nl=False)
+    click.echo(render(report, fmt), nl=False)
     return 1 if report.verdict == "fail" else 0

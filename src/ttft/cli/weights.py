@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -21,10 +20,9 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from ttft.report.findings import dumps, markdown_document, sarif_document
-from ttft.report.weights import print_report, size_text, stdout_console
+from ttft.report.weights import document_text, print_report, size_text, stdout_console
 from ttft.weights import MANIFEST_NAME, VerifyOptions, verify, write_manifest
-from ttft.weights.manifest import list_files
+from ttft.weights.manifest import has_manifest, hash_bytes, manifest_size
 
 # Files below this get no bar of their own: they finish before a bar would be readable.
 LARGE_FILE_BYTES = 64 * 1024 * 1024
@@ -77,14 +75,6 @@ class _RichHashProgress:
             self._progress.remove_task(task)
 
 
-def _hash_bytes(path: Path, manifest: Path | None) -> int:
-    """Bytes a run will hash, for the overall bar (files a manifest skips make it an estimate)."""
-    if path.is_file():
-        return path.stat().st_size
-    skip = {manifest or path / MANIFEST_NAME}
-    return sum(p.stat().st_size for p in list_files(path, exclude=skip))
-
-
 @click.group()
 def weights() -> None:
     """Verify weight files (safetensors, GGUF) and checksum manifests without loading them."""
@@ -132,20 +122,15 @@ def verify_cmd(
     """
     options = VerifyOptions(manifest=manifest, check_hashes=not no_hash, workers=workers)
     err = Console(stderr=True)
-    has_manifest = manifest is not None or (path.is_dir() and (path / MANIFEST_NAME).is_file())
-    if has_manifest and not no_hash and err.is_terminal and path.exists():
-        with _RichHashProgress(err, _hash_bytes(path, manifest)) as progress:
+    if has_manifest(path, manifest) and not no_hash and err.is_terminal and path.exists():
+        with _RichHashProgress(err, hash_bytes(path, manifest)) as progress:
             report = verify(path, options, progress)
     else:
         report = verify(path, options)
-    if as_json or fmt == "json":
-        click.echo(json.dumps(report.to_dict(), indent=2))
-    elif fmt == "sarif":
-        click.echo(dumps(sarif_document(report.problems)))
-    elif fmt == "markdown":
-        click.echo(markdown_document(report.problems, subject=f"weights verify {report.root}"))
-    else:
+    if fmt == "text" and not as_json:
         print_report(stdout_console(report), report)
+    else:
+        click.echo(document_text(report, "json" if as_json else fmt))
     if not report.ok:
         # SystemExit rather than ctx.exit: click's non-standalone main() returns ctx.exit codes
         # instead of raising them, and ttft's main() would then exit 0.
@@ -182,7 +167,7 @@ def manifest_cmd(
     err = Console(stderr=True)
     started = time.perf_counter()
     if err.is_terminal and directory.is_dir():
-        with _RichHashProgress(err, _hash_bytes(directory, output)) as progress:
+        with _RichHashProgress(err, hash_bytes(directory, output)) as progress:
             written, manifest = write_manifest(
                 directory,
                 source=source,
@@ -196,7 +181,7 @@ def manifest_cmd(
         written, manifest = write_manifest(
             directory, source=source, date=date, output=output, overwrite=force, workers=workers
         )
-    total = sum((directory / e.name).stat().st_size for e in manifest.entries)
+    total = manifest_size(directory, manifest)
     elapsed = time.perf_counter() - started
     click.echo(
         f"wrote {written}: {len(manifest.entries)} files, {size_text(total)}, "

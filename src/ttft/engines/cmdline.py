@@ -61,6 +61,18 @@ _LAUNCHER = re.compile(
 )
 
 
+def command_tokens(from_file: Path | None, argv: list[str]) -> tuple[list[Token], str]:
+    """The command line given as arguments or read from a file (one, not both), and where it
+    came from."""
+    if from_file is not None and argv:
+        raise TtftError("give the command line or --from-file, not both")
+    if from_file is not None:
+        return command_from_file(from_file)
+    if argv:
+        return tokens_from_argv(argv), COMMAND_LINE
+    raise TtftError("no command line given", "ttft lint engine -- vllm serve MODEL [flags...]")
+
+
 def command_from_file(path: Path) -> tuple[list[Token], str]:
     """The first engine launch command in a shell script, Dockerfile or compose-style file."""
     try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
@@ -151,3 +154,22 @@ def doctor_markdown(report: DoctorReport) -> str:
     if notes:
         lines += ["", "## Not seen", "", *notes]
     return "\n".join(lines) + "\n"
+
+
+def document_text(report: DoctorReport, fmt: str) -> str:
+    """The report as json, markdown or sarif (the same findings as lint's, for code-scanning
+    UIs)."""
+    if fmt == "json":
+        return json.dumps(report.to_dict(), indent=2)
+    if fmt == "markdown":
+        return doctor_markdown(report)
+    from ttft.report.findings import dumps, sarif_document
+
+    return dumps(sarif_document(report.findings))
+
+
+def write_report_files(report: DoctorReport, out: Path) -> None:
+    """``--out``: report.json (what `ttft report` reads) and report.md."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report.to_dict(), indent=2))
+    (out / "report.md").write_text(doctor_markdown(report))

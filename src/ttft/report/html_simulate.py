@@ -3,9 +3,12 @@ and, where ``--validate`` ran, the measured value beside it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from ttft.core.errors import TtftError
 from ttft.report.html_page import Cell, charts, figure, page, paragraph, section, table
 from ttft.report.svg import Bar, bar_chart, color
 
@@ -112,3 +115,13 @@ def simulate_page(doc: Mapping[str, Any], *, generated: str) -> str:
         )
     )
     return page("ttft simulate", "what-if predictions", body, kind="simulate", generated=generated)
+
+
+def write_simulate_page(doc: Mapping[str, Any], path: Path) -> None:
+    """The page of ``doc`` written to ``path``; a path that cannot be written is an input error."""
+    try:
+        path.write_text(
+            simulate_page(doc, generated=time.strftime("%Y-%m-%d %H:%M:%S")), encoding="utf-8"
+        )
+    except OSError as exc:
+        raise TtftError(f"cannot write {path}: {exc.strerror}") from None

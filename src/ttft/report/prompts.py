@@ -6,10 +6,23 @@ The findings themselves, and their severity, are decided in ``ttft.lint.prompts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ttft.core.findings import Finding
 from ttft.lint.prompts.analysis import PromptsAnalysis
 from ttft.lint.prompts.prefix_cache import CACHE_MODEL_HELP, CacheSimulation, distribution
+from ttft.report.findings import (
+    dumps,
+    json_document,
+    markdown_document,
+    render_text,
+    sarif_document,
+)
 
 
 def _side(sim: CacheSimulation) -> dict[str, Any]:
@@ -139,3 +152,48 @@ def saving_line(analysis: PromptsAnalysis) -> str:
             f"; at {analysis.prefill_rate:.0f} tokens/s prefill: ~{ms:.0f} ms less TTFT per request"
         )
     return line
+
+
+def document_text(
+    found: Sequence[Finding], analysis: PromptsAnalysis, fmt: str, subject: str
+) -> str:
+    """The findings with the prefix-cache numbers as json, sarif or markdown."""
+    data: dict[str, Any] = report(analysis)
+    if fmt == "json":
+        document = json_document(found, subject=subject)
+        document["prefix_cache"] = data
+        return dumps(document)
+    if fmt == "sarif":
+        document = sarif_document(found)
+        document["runs"][0]["properties"] = {"prefix_cache": data}
+        return dumps(document)
+    return markdown_document(found, subject=subject) + "\n" + saving_line(analysis)
+
+
+def print_text(
+    found: Sequence[Finding],
+    analysis: PromptsAnalysis,
+    model_name: str,
+    console: Console,
+    subject: str,
+) -> None:
+    """The findings, then the prefix-cache replay as a table and what the fixes save."""
+    render_text(found, console, subject=subject)
+    console.print()
+    title = f"prefix-cache replay ({model_name} model: {CACHE_MODEL_HELP[model_name]})"
+    console.print(_cache_table(report_rows(analysis), title))
+    console.print(escape(saving_line(analysis)))
+    console.print(
+        "[dim]ideal cache: every earlier prompt stays cached. llama-server keeps one prompt "
+        "per slot (plus a host-memory prompt cache): the one-slot row is its lower bound.[/dim]"
+    )
+
+
+def _cache_table(rows: list[tuple[str, str, str]], title: str) -> Table:
+    table = Table(title=title, title_justify="left", box=None, expand=False)
+    table.add_column("prefix cache", no_wrap=True)
+    table.add_column("now", justify="right", no_wrap=True)
+    table.add_column("after fixes", justify="right", no_wrap=True)
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    return table

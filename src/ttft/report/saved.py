@@ -4,7 +4,7 @@ A path may be a bench results directory (``summary.json`` + ``records.jsonl``), 
 ``records.jsonl`` (summarized here), a ``summary.json`` of bench, ``tune sweep`` or ``tune ab``, a
 doctor ``report.json``, or an experiment directory. The command that measured calls the same
 function on what it just wrote, so the two pages are the same byte for byte but for the
-generation time.
+generation time. ``save_summary`` writes a bench run's summary files beside its records.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.core.summary import SCHEMA as BENCH_SCHEMA
-from ttft.core.summary import summarize_run
+from ttft.core.summary import BenchSummary, summarize_run
 from ttft.load.sink import read_results
 
 DOCTOR_SCHEMA = "ttft.doctor/1"
@@ -40,16 +40,41 @@ def read_records(path: Path) -> list[RequestRecord]:
     return read_results(path).records
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def save_summary(summary: BenchSummary, out_dir: Path) -> None:
+    """A bench run's summary.json, summary.csv and summary.md in its results folder."""
+    from ttft.report.csv import summary_to_csv
+    from ttft.report.markdown import summary_to_markdown
+
+    (out_dir / SUMMARY_FILE).write_text(json.dumps(summary.to_dict(), indent=2))
+    (out_dir / "summary.csv").write_text(summary_to_csv(summary))
+    (out_dir / "summary.md").write_text(summary_to_markdown(summary))
+
+
+def read_bench_summary(path: Path) -> Any:
+    """A summary.json that ttft bench wrote (``ttft bench compare``'s two sides)."""
+    return _load_json(path, "summary file", "give the summary.json that ttft bench wrote")
+
+
+def records_beside(path: Path) -> list[RequestRecord] | None:
+    """The records.jsonl beside a summary file (or in a results folder), when there is one."""
+    beside = path.parent / RESULTS_FILE if path.is_file() else path / RESULTS_FILE
+    return read_records(beside) if beside.is_file() else None
+
+
+def _load_json(path: Path, what: str, hint: str) -> Any:
+    """A JSON file; a missing or unreadable one is an input error naming ``what`` it was."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise TtftError(f"file not found: {path}") from None
+        raise TtftError(f"{what} not found: {path}") from None
     except json.JSONDecodeError as exc:
-        raise TtftError(
-            f"{path} is not JSON ({exc.msg}, line {exc.lineno})",
-            "give a summary.json, report.json or records.jsonl that ttft wrote",
-        ) from None
+        raise TtftError(f"{path} is not JSON ({exc.msg}, line {exc.lineno})", hint) from None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    data = _load_json(
+        path, "file", "give a summary.json, report.json or records.jsonl that ttft wrote"
+    )
     if not isinstance(data, dict):
         raise TtftError(f"{path} is not a ttft result (a JSON object was expected)")
     return data

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from ttft.core.tables import markdown_table
 from ttft.verify.quality import LengthSummary, QualityReport
 
@@ -112,3 +114,12 @@ def markdown_report(report: QualityReport) -> str:
     lines.extend(f"- {t}" for t in report.thresholds.describe())
     lines.extend(f"\n> note: {n}" for n in report.notes)
     return "\n".join(lines) + "\n"
+
+
+def render(report: QualityReport, fmt: str) -> str:
+    """The report in ``fmt`` (text, json or markdown), ending with a newline."""
+    if fmt == "json":
+        return json.dumps(report.to_dict(), indent=2) + "\n"
+    if fmt == "markdown":
+        return markdown_report(report)
+    return text_report(report)

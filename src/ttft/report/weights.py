@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ttft.report.findings import dumps, markdown_document, sarif_document
 from ttft.weights.problems import VerifyReport
 
 
@@ -80,3 +83,12 @@ def print_report(console: Console, report: VerifyReport) -> None:
         console.print(
             f"[green bold]OK[/]: {len(report.files)} file(s) verified{tail}", highlight=False
         )
+
+
+def document_text(report: VerifyReport, fmt: str) -> str:
+    """The report as json (schema ttft.weights.verify/1), sarif or markdown."""
+    if fmt == "json":
+        return json.dumps(report.to_dict(), indent=2)
+    if fmt == "sarif":
+        return dumps(sarif_document(report.problems))
+    return markdown_document(report.problems, subject=f"weights verify {report.root}")

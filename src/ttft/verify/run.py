@@ -35,6 +35,23 @@ class QualityOptions:
     max_prompts: int = 50  # the first N of the log
 
 
+def parse_lengths(value: str) -> tuple[int, ...]:
+    """``--lengths``: context lengths in tokens, comma-separated, ``k`` for 1024."""
+    try:
+        out = tuple(
+            int(v.strip().lower().replace("k", "")) * (1024 if "k" in v.lower() else 1)
+            for v in value.split(",")
+            if v.strip()
+        )
+    except ValueError:
+        raise TtftError(
+            f"cannot read --lengths {value!r}", "give e.g. 1024,4096 or 1k,4k"
+        ) from None
+    if not out:
+        raise TtftError("--lengths is empty", "give e.g. 1024,4096")
+    return out
+
+
 def embedded_ctx_size(options: QualityOptions) -> int:
     """Enough context per slot for the longest probe and its continuation, in 256s."""
     need = max(options.lengths) + options.n_tokens + 16

@@ -159,6 +159,24 @@ def list_files(root: Path, exclude: set[Path] | None = None) -> list[Path]:
     return sorted(found)
 
 
+def hash_bytes(path: Path, manifest: Path | None) -> int:
+    """Bytes a run will hash, for the overall bar (files a manifest skips make it an estimate)."""
+    if path.is_file():
+        return path.stat().st_size
+    skip = {manifest or path / MANIFEST_NAME}
+    return sum(p.stat().st_size for p in list_files(path, exclude=skip))
+
+
+def has_manifest(path: Path, manifest: Path | None) -> bool:
+    """A manifest was given, or ``path`` is a folder with one in it."""
+    return manifest is not None or (path.is_dir() and (path / MANIFEST_NAME).is_file())
+
+
+def manifest_size(root: Path, manifest: Manifest) -> int:
+    """Bytes of the files the manifest lists under ``root``."""
+    return sum((root / e.name).stat().st_size for e in manifest.entries)
+
+
 def relative_name(path: Path, root: Path) -> str:
     return path.relative_to(root).as_posix()
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from ttft.cli.doctor import doctor
-from ttft.cli.options import DoctorOptions
+from ttft.doctor.options import DoctorOptions
 
 
 def test_the_gpu_metrics_url_is_passed_through(monkeypatch: pytest.MonkeyPatch) -> None:

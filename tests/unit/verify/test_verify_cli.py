@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from ttft.cli.main import COMMANDS, cli
-from ttft.cli.verify import _lengths
 from ttft.core.errors import TtftError
+from ttft.verify.run import parse_lengths
 
 
 def test_registered_in_the_lazy_command_table() -> None:
@@ -18,10 +18,10 @@ def test_registered_in_the_lazy_command_table() -> None:
 
 
 def test_lengths_accept_k_suffixes() -> None:
-    assert _lengths("512, 1k,4K") == (512, 1024, 4096)
+    assert parse_lengths("512, 1k,4K") == (512, 1024, 4096)
     for bad in ("", "a,b", ","):
         with pytest.raises(TtftError):
-            _lengths(bad)
+            parse_lengths(bad)
 
 
 def test_a_length_beyond_the_window_is_refused_up_front() -> None:

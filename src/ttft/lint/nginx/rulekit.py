@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ttft.core.errors import TtftError
 from ttft.core.findings import Location, Severity
 from ttft.core.text_edits import TextEdit
 from ttft.engines.registry import adapter_for
@@ -20,6 +21,23 @@ class NginxLintOptions:
     upstream_engine: str | None = None  # an engine kind of the registry, None when unknown
     min_read_timeout_s: float = 300.0
     only_locations: tuple[str, ...] = ()  # check only locations whose path contains one of these
+
+
+def nginx_lint_options(
+    upstream_engine: str, min_read_timeout: str, locations: tuple[str, ...]
+) -> NginxLintOptions:
+    """``ttft lint nginx``'s values: ``unknown`` names no engine; the timeout is nginx time."""
+    seconds = parse_nginx_time(min_read_timeout)
+    if seconds is None:
+        raise TtftError(
+            f"--min-read-timeout {min_read_timeout!r} is not an nginx time",
+            "use e.g. 300s, 10m or 1h",
+        )
+    return NginxLintOptions(
+        upstream_engine=None if upstream_engine == "unknown" else upstream_engine,
+        min_read_timeout_s=seconds,
+        only_locations=locations,
+    )
 
 
 @dataclass

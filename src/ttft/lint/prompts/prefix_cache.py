@@ -65,6 +65,12 @@ CACHE_MODEL_HELP = {
 }
 
 
+def cache_model_for(name: str | None, sliding_window: bool) -> CacheModel:
+    """The model asked for; else checkpoint when the server's model (its GGUF) has a sliding
+    window, token otherwise."""
+    return CACHE_MODELS[name or ("checkpoint" if sliding_window else "token")]
+
+
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     i = 0

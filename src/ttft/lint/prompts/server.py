@@ -37,6 +37,14 @@ def server_prefix_ids(target: Target) -> list[int]:
     return ControlClient(target).tokenize("", add_special=True)
 
 
+def prefill_rate_for(given: float | None, server: Target | None, requests: int) -> float | None:
+    """``--prefill-rate``; else measured on the server when there is one and the log has more
+    than one request (a single request shares a prefix with nothing)."""
+    if given is None and server is not None and requests > 1:
+        return measure_prefill_rate(server)
+    return given
+
+
 def measure_prefill_rate(target: Target, n_words: int = 300, timeout_s: float = 120.0) -> float:
     """Prompt tokens per second of an uncached prefill, from the server's own ``timings``.
 

@@ -4,22 +4,26 @@ a copy of the user's configuration (includes followed), shown as a diff or writt
 Paths are relative to the folder of the file the user gave (``a/conf.d/llm.conf``), so the diff
 applies with ``patch -p1`` there and ``DIR`` mirrors that folder; an included file outside it (an
 absolute include such as ``/etc/nginx/snippets/x.conf``) is named by its base name.
+
+The edits are applied by the caller's ``ApplyEdits`` (``proxy.nginx_edit.apply_edits``: lint sits
+below the proxy layer); the messages are returned for the caller to print on stderr.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import click
 
 from ttft.core.changes import Change
 from ttft.core.errors import TtftError
 from ttft.core.findings import Finding, Severity
+from ttft.core.text_edits import TextEdit
 from ttft.lint.nginx.config import NginxConfig
 from ttft.lint.nginx.fixes import nginx_change
-from ttft.proxy.nginx_edit import apply_edits, unified_diff
+
+# (files' texts by name, edits) -> the texts with the edits applied
+ApplyEdits = Callable[[Mapping[str, str], Sequence[TextEdit]], dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,9 @@ def fixed_names(main: Path, files: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def build_fix(main: Path, config: NginxConfig, findings: Sequence[Finding]) -> NginxFix:
+def build_fix(
+    main: Path, config: NginxConfig, findings: Sequence[Finding], apply_edits: ApplyEdits
+) -> NginxFix:
     """Read the configuration's files and apply every finding's edits to a copy."""
     names = fixed_names(main, config.files)
     texts: dict[str, str] = {}
@@ -84,18 +90,11 @@ def build_fix(main: Path, config: NginxConfig, findings: Sequence[Finding]) -> N
     )
 
 
-def print_diff(fix: NginxFix) -> None:
-    """The diff on stdout (nothing when there is nothing to fix)."""
-    diff = unified_diff(fix.original, fix.patched)
-    if diff:
-        click.echo(diff, nl=False)
-
-
-def write_fixed(fix: NginxFix, out_dir: Path) -> None:
-    """Every file of the configuration under ``out_dir``, patched; never over the originals."""
+def write_fixed(fix: NginxFix, out_dir: Path) -> str:
+    """Every file of the configuration under ``out_dir``, patched; never over the originals.
+    What was written, as a line."""
     if fix.change is None:
-        click.echo(f"nothing written to {out_dir}", err=True)
-        return
+        return f"nothing written to {out_dir}"
     originals = {Path(f).resolve() for f in fix.sources.values()}
     targets = {name: out_dir / name for name in fix.patched}
     for target in targets.values():
@@ -111,21 +110,21 @@ def write_fixed(fix: NginxFix, out_dir: Path) -> None:
     except OSError as exc:
         raise TtftError(f"{out_dir}: cannot write the fixed copy ({exc.strerror})") from None
     changed = ", ".join(fix.changed) or "none"
-    click.echo(
+    return (
         f"wrote {len(targets)} file(s) to {out_dir} (changed: {changed}); check them with "
-        f"nginx -t -c {out_dir / fix.main_name}",
-        err=True,
+        f"nginx -t -c {out_dir / fix.main_name}"
     )
 
 
-def summarise(fix: NginxFix) -> None:
-    """On stderr: what the automatic change does, or that there is none, and what it leaves."""
+def summary(fix: NginxFix) -> list[str]:
+    """What the automatic change does, or that there is none, and what it leaves."""
     if fix.change is None:
-        click.echo("nothing to fix automatically: no finding has an automatic change", err=True)
+        lines = ["nothing to fix automatically: no finding has an automatic change"]
     else:
-        click.echo(f"{fix.change.label}, to {', '.join(fix.changed)}", err=True)
+        lines = [f"{fix.change.label}, to {', '.join(fix.changed)}"]
     if fix.manual:
         shown = ", ".join(
             f"{f.rule} ({f.location.display()})" if f.location else f.rule for f in fix.manual
         )
-        click.echo(f"no automatic change (fix by hand, see the report): {shown}", err=True)
+        lines.append(f"no automatic change (fix by hand, see the report): {shown}")
+    return lines
