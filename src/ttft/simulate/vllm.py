@@ -225,6 +225,15 @@ class VllmReplica(ReplicaSim):
         self.step_end = self._ends[done - 1]
         return self.step_end
 
+    def _retire_if_done(self, seq: _Seq, end: float) -> bool:
+        """Finish ``seq`` at ``end`` once it has generated its whole answer (its blocks freed)."""
+        if seq.generated < seq.outcome.request.output_tokens:
+            return False
+        seq.outcome.done_s = end
+        self.finished.append(seq.outcome)
+        self._release(seq)
+        return True
+
     def _apply_run(self, end: float) -> None:
         still: list[_Seq] = []
         for seq in self.running:
@@ -233,12 +242,8 @@ class VllmReplica(ReplicaSim):
             seq.computed += self.repeat
             seq.generated += self.repeat
             seq.target = seq.computed + 1
-            if seq.generated >= seq.outcome.request.output_tokens:
-                seq.outcome.done_s = end
-                self.finished.append(seq.outcome)
-                self._release(seq)
-                continue
-            still.append(seq)
+            if not self._retire_if_done(seq, end):
+                still.append(seq)
         self.running = still
         self.repeat = 1
         self.in_run = False
@@ -330,10 +335,6 @@ class VllmReplica(ReplicaSim):
                     seq.outcome.first_token_s = end
                 seq.generated += 1
                 seq.target = seq.computed + 1
-            if seq.generated >= seq.outcome.request.output_tokens:
-                seq.outcome.done_s = end
-                self.finished.append(seq.outcome)
-                self._release(seq)
-                continue
-            still.append(seq)
+            if not self._retire_if_done(seq, end):
+                still.append(seq)
         self.running = still
