@@ -11,6 +11,7 @@ missing, the engine fixture fails loudly.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,19 @@ from ttft.engines.llamacpp.embedded import RunningEngine, launch_embedded
 from ttft.testing.nginx import nginx_binary
 
 INTEGRATION = Path(__file__).parent / "integration"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the processes the tests start as it would from a terminal.
+
+    A harness that runs the suite in the background (``nohup``, ``cmd &`` in a script) starts
+    it with SIGINT ignored, and an ignored signal survives fork and exec: Python then installs
+    no KeyboardInterrupt handler in ``ttft bench`` or ``ttft serve``, and a test's SIGINT does
+    nothing (a bench with workers ran to its end and exited 0). A handler of our own is reset to
+    the default in every child, as a terminal's foreground job has it.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
