@@ -10,6 +10,8 @@ three, the better of two attempts); benchmarks/simulate_accuracy.py measures the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ttft.core.target import Target
@@ -79,3 +81,55 @@ def _predicted_over_measured_p50(
     p50 = next(c for c in result.comparisons if c.quantile == 50.0)
     print(result.to_dict())
     return p50.predicted_s / p50.measured_s
+
+
+def test_a_two_replica_point_is_validated_through_a_real_gateway(
+    embedded_server: RunningEngine,
+) -> None:
+    """``--validate`` on a 2-replica prefix-affinity point starts two embedded engines behind a
+    real ``ttft gateway``, sends the point's arrivals through it, and compares with the
+    simulation given the gateway's own ring names and prompt keys. Without --threads the two
+    engines share the cores, which the result says in a note."""
+    from ttft.simulate.validate_point import validate_point
+
+    target = Target(
+        embedded_server.base_url,
+        embedded_server.model_name,
+        embedded_server.metrics_url,
+        "llamacpp",
+    )
+    tokenizer = ServerTokenizer(target)
+    cal, _ = run_calibration(target, tokenizer, settings_of(target, "llamacpp"), plan=PLAN)
+    # The shared engine runs without --swa-full, so it reuses no prefix and the calibration
+    # says so; the validation's engines run with it (as `ttft simulate calibrate` starts its own).
+    cal = replace(cal, engine=replace(cal.engine, prefix_cache=True))
+    # two groups whose shared prefix covers the gateway's whole key (8 blocks of 256 chars)
+    source = WorkloadSource(
+        rate=0.5,
+        count=12,
+        prompt_tokens=700,
+        output_tokens=4,
+        shared_prefix_tokens=640,
+        prefix_groups=2,
+    )
+    config = Config(replicas=2, policy="prefix-affinity", max_in_flight=2, slots=2)
+    prediction = predict(cal, lambda seed: source.requests(seed), config, runs=2)
+    said: list[str] = []
+    out = validate_point(
+        cal,
+        source,
+        source.requests(0),
+        prediction,
+        None,
+        lambda c: predict(c, lambda seed: source.requests(seed), config, runs=2),
+        said.append,
+        lambda _line: None,
+    )
+    print("\n".join(said))
+    assert out["measured_ok"] == 12 and out["measured_failed"] == 0
+    assert "share this machine's cores" in out.get("note", "")
+    # Two engines on shared cores, and a prefix hit or miss moves one request's TTFT by ten
+    # times: the bound is loose (benchmarks/simulate_accuracy.py measures the error itself).
+    p95 = next(c for c in out["comparisons"] if c["quantile"] == 95.0)
+    ratio = p95["same_arrivals_s"] / p95["measured_s"]
+    assert 1 / 10 < ratio < 10.0, said

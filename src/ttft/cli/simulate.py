@@ -67,6 +67,14 @@ def simulate() -> None:
 )
 @click.option("--kv-blocks", type=int, default=None, help="vLLM: KV blocks (16 tokens each).")
 @click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The embedded engine's threads (-t), pinned to the first N cores; a multi-replica "
+    "--validate then gives each replica N cores of its own, so replicas on one machine run at "
+    "the calibrated speed. Default: llama-server's own (every core, not pinned).",
+)
+@click.option(
     "--out",
     type=click.Path(path_type=Path, dir_okay=False),
     default=Path("ttft-calibration.json"),
@@ -93,6 +101,7 @@ def calibrate(
     slots: int | None,
     batch_tokens: int | None,
     kv_blocks: int | None,
+    threads: int | None,
     out: Path,
     records: Path | None,
     refit: Path | None,
@@ -122,6 +131,7 @@ def calibrate(
         kv_blocks=kv_blocks,
         model=model,
         api_key=api_key,
+        threads=threads,
         progress=lambda line: click.echo(line, err=True),
     )
     calibration.save(out)

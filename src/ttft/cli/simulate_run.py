@@ -97,10 +97,16 @@ from ttft.simulate.text import HEADER, point_lines
 @click.option(
     "--validate",
     is_flag=True,
-    help="Also run each point (one replica) on the real "
-    "engine and print predicted against measured. Embedded engine unless --url.",
+    help="Also run each point on the real engine and print predicted against measured: the "
+    "embedded engine unless --url; a point with several replicas starts that many embedded "
+    "engines behind a real ttft gateway routing by its --policy (least-loaded or "
+    "prefix-affinity).",
 )
-@click.option("--url", default=None, help="--validate against this engine instead.")
+@click.option(
+    "--url",
+    default=None,
+    help="--validate against this engine instead (several replicas: your router in front of them).",
+)
 @click.option(
     "--html",
     "html_out",

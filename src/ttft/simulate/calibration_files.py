@@ -32,6 +32,7 @@ def calibrate_engine(
     model: str | None,
     api_key: str | None,
     progress: Callable[[str], None],
+    threads: int | None = None,
 ) -> tuple[Calibration, dict[str, list[RequestRecord]]]:
     """Calibrate the engine at ``url`` (the embedded one without), saying what runs."""
     from ttft.engines.control import ServerTokenizer
@@ -39,6 +40,11 @@ def calibrate_engine(
     from ttft.simulate.targets import engine
 
     check_settings(slots, batch_tokens)
+    if url and threads is not None:
+        raise TtftError(
+            "--threads sets the embedded engine's threads; an engine at --url keeps its own",
+            "drop --threads, or drop --url to calibrate the embedded engine",
+        )
     engine_kind = next(k for k in ENGINE_KINDS if k == kind)
     with engine(
         url,
@@ -48,6 +54,7 @@ def calibrate_engine(
         kv_blocks=kv_blocks,
         model=model,
         api_key=api_key,
+        threads=threads,
     ) as live:
         where = live.target.root + (" (embedded)" if live.embedded else "")
         progress(
@@ -63,6 +70,8 @@ def calibrate_engine(
         )
     calibration.source["url"] = None if live.embedded else live.target.root
     calibration.source["embedded"] = live.embedded
+    if live.embedded and threads is not None:
+        calibration.source["threads"] = threads  # a validation starts its engines alike
     return calibration, phases
 
 

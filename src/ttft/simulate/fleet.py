@@ -53,7 +53,10 @@ def make_replica(cost: CostModel, settings: EngineSettings, index: int) -> Repli
 
 
 def affinity_key(request: SimRequest) -> int | None:
-    """The request's leading-prefix hash (the chained hash stands for the whole prefix)."""
+    """The request's leading-prefix hash (the chained hash stands for the whole prefix), or the
+    key a real gateway computed for it."""
+    if request.route_key is not None:
+        return request.route_key
     if not request.blocks:
         return None
     n = max(1, min(len(request.blocks), KEY_TOKENS // max(1, request.block_tokens)))
@@ -105,6 +108,7 @@ def simulate(
     load_factor: float = 1.25,
     concurrency: int | None = None,
     max_in_flight: int | None = None,
+    names: Sequence[str] = (),
 ) -> FleetResult:
     """Run ``requests`` through ``replicas`` engines behind ``policy``.
 
@@ -115,6 +119,9 @@ def simulate(
     ``max_in_flight``: a gateway in front (``ttft gateway``'s per-replica cap, by default the
     replica's slots) holds requests in its own queue, first come first served, and routes each
     when a replica has room, instead of queueing them at a replica chosen on arrival.
+
+    ``names``: the replicas' names on the prefix-affinity ring (a real gateway's upstream URLs,
+    so its ring and this one agree); default ``replica-0``, ``replica-1``...
     """
     if replicas < 1:
         raise TtftError(f"--replicas must be at least 1, not {replicas}")
@@ -130,7 +137,10 @@ def simulate(
         replica.max_in_flight = max_in_flight
     loads = [0] * replicas  # each replica's load, refreshed after its submits and steps
     held: deque[tuple[float, SimRequest]] = deque()  # the gateway's queue
-    router = Router([f"replica-{i}" for i in range(replicas)], load_factor=load_factor)
+    if names and len(names) != replicas:
+        raise TtftError(f"{len(names)} replica names for {replicas} replicas")
+    ring_names = list(names) or [f"replica-{i}" for i in range(replicas)]
+    router = Router(ring_names, load_factor=load_factor)
     # The ring never changes during a run and hot prefixes repeat: remember each key's walk
     # (it visits every virtual node until all replicas are seen, the bulk of routing's cost).
     setattr(router.ring, "walk", functools.lru_cache(maxsize=1 << 16)(router.ring.walk))  # noqa: B010

@@ -10,9 +10,13 @@ What it does, step by step (``update_slots`` in the server):
   in slot order, as many tokens as fit. A prompt longer than the room left continues in the
   next step.
 - A slot keeps the KV of its last request; a new prompt that shares its leading tokens reuses
-  them (``cache_n``) and computes only the rest. Finished prompts also go to the host-memory
-  prompt cache (``--cache-ram``, on by default in current builds, LRU), from which a new
-  request's longest cached prefix is loaded into its slot when that beats the slot's own.
+  them (``cache_n``) and computes only the rest. A slot's prompt goes to the host-memory prompt
+  cache (``--cache-ram``, on by default in current builds, LRU) only when the slot is taken by
+  a prompt that keeps less than half of it (``f_keep < 0.5``); a new request's longest cached
+  prefix is then loaded into its slot when that beats the slot's own. So a prefix that lives
+  only in a busy slot (or an idle one never displaced) cannot help a request in another slot:
+  measured on the embedded engine, two concurrent requests with one 640-token prefix both
+  compute it while no third prompt has displaced it, and the second hits once one has.
 - After the step, a slot whose prompt is complete samples its first token (the client sees it
   then); a generating slot samples its next one, and a slot that reached its output length is
   idle again.
@@ -28,6 +32,7 @@ from ttft.simulate.model import CostModel, EngineSettings
 from ttft.simulate.requests import SimRequest
 
 SIMILARITY = 0.1  # llama-server's --slot-prompt-similarity default
+KEEP = 0.5  # a slot's prompt is saved to the host cache when its new one keeps less of it
 
 
 @dataclass(slots=True)
@@ -35,6 +40,7 @@ class _Slot:
     index: int
     outcome: SimOutcome | None = None
     cache: tuple[int, ...] = ()  # block hashes of the prompt whose KV the slot holds
+    cache_tokens: int = 0  # tokens in that KV (prompt and answer): f_keep's denominator
     last_used: float = -1.0
     context: int = 0  # tokens in the slot's KV for the running request
     to_prefill: int = 0
@@ -97,6 +103,8 @@ class LlamaCppReplica(ReplicaSim):
             cached = 0
             if self.settings.prefix_cache:
                 own = request.shared_prefix(slot.cache)
+                if slot.cache and own < KEEP * slot.cache_tokens:
+                    self._save(slot.cache, request.block_tokens)  # about to be overwritten
                 kept = self._host_prefix(request)
                 # at least one prompt token is always computed, to produce the first logits
                 cached = min(max(own, kept), request.prompt_tokens - 1)
@@ -105,6 +113,7 @@ class LlamaCppReplica(ReplicaSim):
             outcome.cached_tokens = cached
             slot.outcome = outcome
             slot.cache = request.blocks
+            slot.cache_tokens = request.prompt_tokens + request.output_tokens
             slot.context = cached
             slot.to_prefill = request.prompt_tokens - cached
             slot.to_generate = request.output_tokens
@@ -118,17 +127,17 @@ class LlamaCppReplica(ReplicaSim):
             n += 1
         return min(request.prompt_tokens, n * request.block_tokens)
 
-    def _remember(self, request: SimRequest) -> None:
-        """A finished prompt's blocks enter the host prompt cache (LRU, bounded in tokens)."""
+    def _save(self, blocks: tuple[int, ...], block_tokens: int) -> None:
+        """A displaced slot's prompt enters the host prompt cache (LRU, bounded in tokens)."""
         cap = self.settings.host_cache_tokens
-        if not self.settings.prefix_cache or cap == 0:
+        if cap == 0:
             return
-        for key in request.blocks:
+        for key in blocks:
             if key in self.host:
                 self.host.move_to_end(key)
             else:
-                self.host[key] = request.block_tokens
-                self.host_tokens += request.block_tokens
+                self.host[key] = block_tokens
+                self.host_tokens += block_tokens
         while cap is not None and self.host_tokens > cap and self.host:
             _, size = self.host.popitem(last=False)
             self.host_tokens -= size
@@ -207,7 +216,6 @@ class LlamaCppReplica(ReplicaSim):
             if slot.to_prefill == 0 and slot.to_generate <= 0:
                 outcome.done_s = end
                 self.finished.append(outcome)
-                self._remember(outcome.request)
                 slot.outcome = None
                 slot.last_used = end
                 self.busy -= 1

@@ -32,6 +32,9 @@ class SimRequest:
     blocks: tuple[int, ...] = ()
     block_tokens: int = 512
     index: int = 0
+    # The key a real router hashed this request's prompt to (a validation through ttft gateway
+    # sets it, so the simulated ring sends it where the gateway did); None: from ``blocks``.
+    route_key: int | None = None
 
     def shared_prefix(self, other_blocks: Sequence[int]) -> int:
         """Prompt tokens of this request covered by the leading blocks it shares."""

@@ -102,8 +102,12 @@ def engine(
     kv_blocks: int | None = None,
     model: str | None = None,
     api_key: str | None = None,
+    threads: int | None = None,
 ) -> Iterator[Live]:
-    """A live engine for the duration of the block: the user's, or an embedded one we stop."""
+    """A live engine for the duration of the block: the user's, or an embedded one we stop.
+
+    ``threads``: the embedded engine's ``-t``, and it is pinned to the first ``threads`` cores
+    (a multi-replica validation puts its replicas on the next ones: see ``live_fleet``)."""
     if url:
         target = complete_target(Target(url, model, None, kind, api_key))
         yield Live(
@@ -118,6 +122,7 @@ def engine(
             "start vLLM and give its URL with --url, or use --engine llamacpp",
         )
     from ttft.engines.llamacpp.embedded import launch_embedded
+    from ttft.simulate.cores import core_groups, pin
 
     n = slots or DEFAULT_SLOTS["llamacpp"]
     # Gemma 3 slides its attention window: without --swa-full llama-server reuses a prefix only
@@ -126,8 +131,12 @@ def engine(
         ctx_size=EMBEDDED_CTX_PER_SLOT * n,
         parallel=n,
         batch_size=batch_tokens,
+        threads=threads,
         extra_args=("--swa-full",),
     )
+    groups = core_groups(1, threads)
+    if groups is not None and running.process.pid is not None:
+        pin(running.process.pid, groups[0])
     try:
         target = Target(running.base_url, running.model_name, running.metrics_url, "llamacpp")
         settings = settings_of(target, "llamacpp", slots=n, batch_tokens=batch_tokens)

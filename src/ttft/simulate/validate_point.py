@@ -1,6 +1,6 @@
-"""``ttft simulate run --validate``: one predicted point run on the real engine, predicted
-against measured, and re-anchored to the engine's speed now when it drifted since the
-calibration.
+"""``ttft simulate run --validate``: one predicted point run on the real engine (several
+replicas: that many embedded engines behind a real ``ttft gateway``), predicted against
+measured, and re-anchored to the engine's speed now when it drifted since the calibration.
 
 The decisions (which points can run for real, when a drift is worth a second comparison) live
 here; the lines go to the caller's ``say`` (results) and ``progress`` (what is happening).
@@ -8,14 +8,17 @@ here; the lines go to the caller's ``say`` (results) and ``progress`` (what is h
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+from ttft.core.errors import TtftError
+from ttft.core.target import Target
 from ttft.simulate.model import Calibration
 from ttft.simulate.requests import SimRequest
 from ttft.simulate.text import comparison_lines
-from ttft.simulate.whatif import Prediction
+from ttft.simulate.whatif import Config, Prediction, predict
 from ttft.simulate.workloads import WorkloadSource
 
 DRIFT = 0.1  # a speed change the validation reports and corrects for
@@ -33,43 +36,104 @@ def validate_point(
     say: Say,
     progress: Say,
 ) -> dict[str, Any]:
-    """Measure the point's requests on the engine (the embedded one without ``url``); the
-    comparison as a JSON-ready dict."""
+    """Measure the point's requests on the engine (the embedded one without ``url``; for
+    several replicas, that many embedded engines behind ``ttft gateway``, or ``url`` as the
+    user's own front door); the comparison as a JSON-ready dict."""
     from ttft.engines.control import ServerTokenizer
-    from ttft.simulate.targets import engine
     from ttft.simulate.validate import compare, measure, speed_now
 
-    if prediction.config.replicas != 1:
-        say("  validate: only single-replica points are run for real; skipped")
-        return {"skipped": "replicas > 1"}
-    slots = prediction.config.slots or cal.engine.slots
-    with engine(
-        url,
-        cal.engine.kind,
-        slots=slots,
-        batch_tokens=prediction.config.batch_tokens or cal.engine.batch_tokens,
-    ) as live:
-        tokenizer = ServerTokenizer(live.target)
+    config = prediction.config
+    out: dict[str, Any] = {}
+    with _live(cal, config, url, out, say) as (target, probe, names):
+        tokenizer = ServerTokenizer(probe)
         items, arrival = source.real(requests, tokenizer)
-        speed = speed_now(live.target, tokenizer, cal.cost)
-        progress(f"  validate: {len(items)} requests on {live.target.root}")
-        records = measure(live.target, items, arrival)
-    out: dict[str, Any] = {"speed_now": speed}
-    result = compare(prediction.config.describe(), prediction, records)
+        if names:
+            # The gateway hashes each prompt's text onto its ring of upstream URLs: the
+            # simulation is given the same keys and names, so both send a request alike.
+            from ttft.simulate.live_fleet import route_keys
+
+            mirrored = [
+                replace(r, route_key=k) for r, k in zip(requests, route_keys(items), strict=True)
+            ]
+            mirror = predict(
+                cal, lambda _seed: mirrored, replace(config, replica_names=names), runs=1
+            )
+            prediction = replace(prediction, first_ttft_s=mirror.first_ttft_s)
+        speed = speed_now(probe, tokenizer, cal.cost)
+        progress(f"  validate: {len(items)} requests on {target.root}")
+        records = measure(target, items, arrival)
+    out["speed_now"] = speed
+    result = compare(config.describe(), prediction, records)
     _say_all(say, comparison_lines("as calibrated", result))
     out.update(result.to_dict())
     if speed is not None and abs(speed - 1.0) > DRIFT:
         # the machine computes at another speed than during the calibration: the same model
         # at today's speed separates the model's error from the machine's drift
         say(f"  the engine runs x{speed:.2f} the calibration's prompt time now")
-        moved = compare(
-            "at today's speed", again(replace(cal, cost=cal.cost.scaled(speed))), records
-        )
-        _say_all(say, comparison_lines(f"at today's speed (x{speed:.2f})", moved))
-        out["at_speed_now"] = moved.to_dict()
+        moved = again(replace(cal, cost=cal.cost.scaled(speed)))
+        if names:
+            moved = replace(moved, first_ttft_s=_mirror_at(cal, speed, mirrored, config, names))
+        result_now = compare("at today's speed", moved, records)
+        _say_all(say, comparison_lines(f"at today's speed (x{speed:.2f})", result_now))
+        out["at_speed_now"] = result_now.to_dict()
     if result.measured_failed:
         say(f"  {result.measured_failed} measured requests failed")
     return out
+
+
+def _mirror_at(
+    cal: Calibration,
+    speed: float,
+    requests: list[SimRequest],
+    config: Config,
+    names: tuple[str, ...],
+) -> dict[float, float]:
+    moved = replace(cal, cost=cal.cost.scaled(speed))
+    mirror = predict(moved, lambda _seed: requests, replace(config, replica_names=names), runs=1)
+    return mirror.first_ttft_s
+
+
+@contextmanager
+def _live(
+    cal: Calibration, config: Config, url: str | None, out: dict[str, Any], say: Say
+) -> Iterator[tuple[Target, Target, tuple[str, ...]]]:
+    """(where to send, the engine to probe, the gateway's ring names or ()) for the point."""
+    from ttft.simulate.cores import core_groups
+    from ttft.simulate.live_fleet import embedded_fleet
+    from ttft.simulate.targets import engine
+
+    slots = config.slots or cal.engine.slots
+    batch = config.batch_tokens or cal.engine.batch_tokens
+    threads = cal.source.get("threads") if url is None else None
+    threads = threads if isinstance(threads, int) and threads > 0 else None
+    if config.replicas == 1 or url is not None:
+        if config.replicas > 1:
+            say(f"  validate: {url} is taken as the front door of {config.replicas} replicas")
+        with engine(url, cal.engine.kind, slots=slots, batch_tokens=batch, threads=threads) as live:
+            yield live.target, live.target, ()
+        return
+    if cal.engine.kind != "llamacpp":
+        raise TtftError(
+            "several embedded replicas are llama.cpp; a vLLM fleet needs --url",
+            "give the URL of your router in front of the replicas with --url",
+        )
+    if core_groups(config.replicas, threads) is None:
+        note = (
+            f"the {config.replicas} replicas share this machine's cores (calibrate with "
+            "--threads N so each gets N cores of its own): measured TTFT runs slower than "
+            "predicted"
+        )
+        say(f"  validate: {note}")
+        out["note"] = note
+    with embedded_fleet(
+        config.replicas,
+        slots=slots,
+        policy=config.policy,
+        max_in_flight=config.max_in_flight,
+        batch_tokens=batch,
+        threads=threads,
+    ) as fleet:
+        yield fleet.gateway, fleet.replica, fleet.names
 
 
 def _say_all(say: Say, lines: list[str]) -> None:

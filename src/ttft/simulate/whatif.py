@@ -41,6 +41,8 @@ class Config:
     kv_blocks: int | None = None
     max_in_flight: int | None = None  # behind ttft gateway: its per-replica cap
     label: str = ""
+    # the real gateway's upstream URLs, when a validation mirrors its affinity ring
+    replica_names: tuple[str, ...] = ()
 
     def describe(self) -> str:
         parts = [f"replicas={self.replicas}", self.policy]
@@ -203,6 +205,7 @@ def predict(
             policy=config.policy,
             speed_factor=factor,
             max_in_flight=config.max_in_flight,
+            names=config.replica_names,
         )
         refused = sum(o.refused is not None for o in result.outcomes)
         rows.append(_one_run(result, slos))

@@ -182,3 +182,27 @@ def test_a_mooncake_and_a_jsonl_trace_drive_the_model(
         text = capsys.readouterr().out
         assert code == 0, text
         assert "round-robin" in text and "prefix-affinity" in text
+
+
+def test_calibrate_refuses_threads_for_an_engine_it_does_not_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--threads sets the embedded engine's -t: with --url it would be silently ignored."""
+    out = tmp_path / "cal.json"
+    code = ttft(
+        [
+            "simulate",
+            "calibrate",
+            "--url",
+            "http://127.0.0.1:9",
+            "--threads",
+            "1",
+            "--out",
+            str(out),
+        ],
+        monkeypatch,
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--threads sets the embedded engine's threads" in err and "Traceback" not in err
+    assert not out.exists()

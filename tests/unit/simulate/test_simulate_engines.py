@@ -65,6 +65,25 @@ def test_the_host_prompt_cache_restores_a_prefix_another_request_evicted_from_it
     assert on[2].cached_tokens == 512 and off[2].cached_tokens == 0
 
 
+def test_a_prefix_held_only_by_a_busy_slot_does_not_help_another_slot() -> None:
+    """As measured on the embedded llama-server (2 slots, a 640-token prefix): a finished
+    prompt stays in its slot, not in the host cache, so a request that arrives while that slot
+    is busy computes the prefix again; once another prompt displaced it (f_keep < 0.5) it is in
+    the host cache and a request in any slot restores it."""
+    def req(t: float, head: int, tail: int, i: int) -> SimRequest:
+        return SimRequest(t, 1024, 4, (head, head + 1, head + 2, tail), 256, i)
+
+    a1 = req(0.0, 1, 100, 0)
+    a2 = req(100.0, 1, 101, 1)  # into a1's slot: its own KV (keeps 768 of 1028 tokens)
+    a3 = req(100.01, 1, 102, 2)  # the other slot, a2's is busy: nothing in the host cache
+    b4 = req(200.0, 7, 103, 3)  # displaces an A prompt (keeps none of it): A is saved
+    b5 = req(300.0, 7, 104, 4)
+    a6 = req(400.0, 1, 105, 5)
+    a7 = req(400.01, 1, 106, 6)  # the B slot: A restored from the host cache
+    out = simulate([a1, a2, a3, b4, b5, a6, a7], COST, EngineSettings(slots=2)).outcomes
+    assert [o.cached_tokens for o in out] == [0, 768, 0, 0, 768, 768, 768]
+
+
 def test_a_prompt_longer_than_a_slot_is_refused_not_lost() -> None:
     reqs = [SimRequest(0.0, 3000, 4, (), 512, 0), SimRequest(0.0, 100, 4, (), 512, 1)]
     out = simulate(reqs, COST, EngineSettings(slots=2, ctx_per_slot=2048)).outcomes

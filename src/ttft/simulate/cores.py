@@ -1,0 +1,30 @@
+"""Cores of its own for an embedded engine, so engines started side by side on one machine run
+at the speed one engine had alone (the simulation gives every replica the calibrated speed)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+
+
+def core_groups(replicas: int, threads: int | None) -> list[list[int]] | None:
+    """Disjoint groups of ``threads`` cores, one per replica; None when this process may not
+    use that many cores (the replicas then share them, and the validation says so)."""
+    if threads is None or not hasattr(os, "sched_getaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < replicas * threads:
+        return None
+    return [cores[i * threads : (i + 1) * threads] for i in range(replicas)]
+
+
+def pin(pid: int, cores: Sequence[int]) -> None:
+    """Every thread of process ``pid`` onto ``cores`` (threads it starts later inherit it)."""
+    try:
+        tasks = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        tasks = [pid]
+    for tid in tasks:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(tid, set(cores))

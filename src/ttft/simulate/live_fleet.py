@@ -1,0 +1,135 @@
+"""The real fleet a multi-replica point is validated on: N embedded llama-servers behind a real
+``ttft gateway`` that routes as the point says.
+
+On one machine the replicas share its cores, which the simulation does not model (it gives every
+replica the calibrated speed). So each replica runs the calibration's thread count and, when the
+machine has the cores, is pinned to cores of its own: replica *i* gets the *i*-th group of
+``threads`` cores, as the calibration's engine got the first group. The gateway runs without
+pre-rendering, lanes or slot pins (the simulation models none of them), with its in-flight cap
+set to the point's ``max_in_flight`` and its routing to the point's policy; round-robin is a
+simulated policy only (the gateway routes by prefix affinity or to the least loaded replica).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ttft.core.errors import TtftError
+from ttft.core.target import Target
+from ttft.engines.process import ServerProcess, free_loopback_port
+from ttft.gateway.config import RoutingConfig
+from ttft.gateway.config_checks import check_upstream_url
+from ttft.gateway.routing import affinity_key
+from ttft.simulate.cores import core_groups, pin
+from ttft.workload.requests import WorkItem
+
+GATEWAY_POLICIES = ("least-loaded", "prefix-affinity")
+
+
+@dataclass(frozen=True)
+class LiveFleet:
+    gateway: Target  # where the point's requests go
+    replica: Target  # replica 0, for the tokenizer and the speed probe
+    names: tuple[str, ...]  # the replicas as the gateway's ring names them
+
+
+def gateway_toml(urls: Sequence[str], model: str, policy: str, max_in_flight: int) -> str:
+    if policy not in GATEWAY_POLICIES:
+        raise TtftError(
+            f"ttft gateway has no {policy} routing: a {policy} point can be predicted, not run",
+            f"validate {' or '.join(GATEWAY_POLICIES)} points",
+        )
+    upstreams = ", ".join(f'"{u}"' for u in urls)
+    affinity = "true" if policy == "prefix-affinity" else "false"
+    return (
+        f'listen = "127.0.0.1:{{port}}"\n'
+        "[admission]\n"
+        f"max_in_flight = {max_in_flight}\n"
+        "split_lanes = false\npin_slots = false\nqueue_size = 4096\n"
+        "queue_timeout_s = 600.0\n"
+        f"[routing]\naffinity = {affinity}\n"
+        "[limits]\nmax_connections_per_client = 0\n"
+        f'[[model]]\nname = "{model}"\nengine = "llamacpp"\nprerender = false\n'
+        f"upstreams = [{upstreams}]\n"
+    )
+
+
+def route_keys(items: Sequence[WorkItem]) -> list[int | None]:
+    """The affinity key ``ttft gateway`` computes for each completion request (its default
+    routing settings: the leading 8 blocks of 64 tokens, as text)."""
+    routing = RoutingConfig()
+    keys: list[int | None] = []
+    for item in items:
+        prompt = item.body.get("prompt")
+        material = prompt[0] if isinstance(prompt, list) and prompt else prompt
+        if isinstance(material, str) or (
+            isinstance(material, list) and all(isinstance(t, int) for t in material)
+        ):
+            keys.append(
+                affinity_key(
+                    material, routing.block_tokens, routing.max_blocks, whole_if_short=False
+                )
+            )
+        else:
+            keys.append(None)
+    return keys
+
+
+@contextlib.contextmanager
+def embedded_fleet(
+    replicas: int,
+    *,
+    slots: int,
+    policy: str,
+    max_in_flight: int | None = None,
+    batch_tokens: int | None = None,
+    threads: int | None = None,
+) -> Iterator[LiveFleet]:
+    """``replicas`` embedded llama-servers and a gateway in front, stopped when the block ends."""
+    from ttft.engines.llamacpp.embedded import launch_embedded
+    from ttft.simulate.targets import EMBEDDED_CTX_PER_SLOT
+
+    groups = core_groups(replicas, threads)
+    with contextlib.ExitStack() as stack:
+        engines = []
+        for i in range(replicas):
+            running = launch_embedded(
+                ctx_size=EMBEDDED_CTX_PER_SLOT * slots,
+                parallel=slots,
+                batch_size=batch_tokens,
+                threads=threads,
+                extra_args=("--swa-full",),
+            )
+            stack.callback(running.stop)
+            if groups is not None and running.process.pid is not None:
+                pin(running.process.pid, groups[i])
+            engines.append(running)
+        urls = [check_upstream_url(e.base_url, "upstream") for e in engines]
+        model = engines[0].model_name
+        port = free_loopback_port()
+        text = gateway_toml(urls, model, policy, max_in_flight or slots).replace(
+            "{port}", str(port)
+        )
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ttft-fleet-")))
+        config = folder / "gateway.toml"
+        config.write_text(text, encoding="utf-8")
+        gateway = ServerProcess(
+            [sys.executable, "-m", "ttft", "gateway", "--config", str(config)],
+            health_url=f"http://127.0.0.1:{port}/health",
+            name="ttft gateway",
+            log_path=folder / "gateway.log",
+        )
+        gateway.start()
+        stack.callback(gateway.stop)
+        gateway.wait_healthy(60.0)
+        first = engines[0]
+        yield LiveFleet(
+            Target(f"http://127.0.0.1:{port}", model, None, "llamacpp"),
+            Target(first.base_url, first.model_name, first.metrics_url, "llamacpp"),
+            tuple(urls),
+        )
