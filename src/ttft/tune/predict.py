@@ -14,7 +14,6 @@ value it cannot read cannot be predicted: it is measured, with a note saying why
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,12 +25,14 @@ from ttft.core.stats import percentile
 from ttft.simulate.engine import SimOutcome
 from ttft.simulate.fleet import simulate
 from ttft.simulate.model import Calibration, EngineSettings
-from ttft.simulate.requests import SimRequest, poisson_times, synthetic
+from ttft.simulate.requests import SimRequest, synthetic
 from ttft.simulate.whatif import check_slos
+from ttft.tune.runner import rate_requests
 from ttft.tune.space import Config, config_id, config_label
 from ttft.tune.sweep import SearchSettings, rank
 from ttft.tune.trial import OK, PREDICTED, LevelResult, TrialResult
 from ttft.tune.workload import TuneWorkload
+from ttft.workload.arrival import OpenLoop
 
 TOKENS_PER_WORD = 1.3  # the filler text's rate with common tokenizers (tune/workload.py)
 TEMPLATE_TOKENS = 15  # a ChatML-style template around a system and a user message
@@ -164,9 +165,20 @@ class SimSession:
     def measure_rate(
         self, rate: float, *, seconds: float = 10.0, burstiness: float = 1.0
     ) -> LevelResult:
-        count = max(self.workload.requests, math.ceil(rate * seconds))
+        count = rate_requests(rate, requests=self.workload.requests, seconds=seconds)
         block = self.settings.block_tokens
-        requests = poisson_times(sim_requests(self.workload, count, block), rate, seed=0)
+        # the very schedule the measured level sends (HttpTrialSession.measure_rate): Poisson,
+        # or gamma gaps of shape ``burstiness``, drawn from the same seed
+        arrival = OpenLoop(
+            rate,
+            burstiness=burstiness,
+            distribution="poisson" if burstiness == 1.0 else "gamma",
+        )
+        offsets = arrival.schedule_ns(count)
+        requests = [
+            replace(r, arrival_s=t / 1e9)
+            for r, t in zip(sim_requests(self.workload, count, block), offsets, strict=True)
+        ]
         result = simulate(requests, self.calibration.cost, self.settings)
         return self._level(0, result.outcomes, rate)
 

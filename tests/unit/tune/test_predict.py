@@ -219,3 +219,17 @@ def test_slos_the_simulator_cannot_predict_are_refused() -> None:
             grid("-np=1,2"), calibration(), "llamacpp", WORKLOAD, parse_slos(["itl:p99<50ms"]),
             SEARCH, key(),
         )  # fmt: skip
+
+
+def test_a_rate_level_is_predicted_on_the_burstiness_the_measured_level_sends() -> None:
+    """--burstiness below 1 bunches arrivals (gamma gaps): at the same mean rate the predicted
+    p99 grows, as the measured one does; 1 stays Poisson."""
+    from ttft.tune.predict import SimSession
+
+    session = SimSession(calibration(), EngineSettings(slots=2), WORKLOAD, SLOS)
+    poisson = session.measure_rate(1.5, seconds=60.0)
+    again = session.measure_rate(1.5, seconds=60.0, burstiness=1.0)
+    bursty = session.measure_rate(1.5, seconds=60.0, burstiness=0.1)
+    assert poisson.ttft_p99_ms == again.ttft_p99_ms  # the same seeded schedule
+    assert poisson.ttft_p99_ms is not None and bursty.ttft_p99_ms is not None
+    assert bursty.ttft_p99_ms > 1.5 * poisson.ttft_p99_ms
