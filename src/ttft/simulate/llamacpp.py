@@ -11,12 +11,13 @@ What it does, step by step (``update_slots`` in the server):
   next step.
 - A slot keeps the KV of its last request; a new prompt that shares its leading tokens reuses
   them (``cache_n``) and computes only the rest. A slot's prompt goes to the host-memory prompt
-  cache (``--cache-ram``, on by default in current builds, LRU) only when the slot is taken by
-  a prompt that keeps less than half of it (``f_keep < 0.5``); a new request's longest cached
-  prefix is then loaded into its slot when that beats the slot's own. So a prefix that lives
-  only in a busy slot (or an idle one never displaced) cannot help a request in another slot:
-  measured on the embedded engine, two concurrent requests with one 640-token prefix both
-  compute it while no third prompt has displaced it, and the second hits once one has.
+  cache (``--cache-ram``, on by default in current builds, LRU) when the slot is taken by a
+  prompt that keeps less than half of it (``f_keep < 0.5``), and, with ``--cache-idle-slots``
+  (on by default), when a task starts in another slot while it is idle; a new request's longest
+  cached prefix is loaded into its slot when that beats the slot's own. So a prefix that lives
+  only in a busy slot cannot help a request in another slot: measured on the embedded engine,
+  two concurrent requests with one 640-token prefix both compute it when its only copy was the
+  slot the first one took, and the second hits once the prefix has been saved.
 - After the step, a slot whose prompt is complete samples its first token (the client sees it
   then); a generating slot samples its next one, and a slot that reached its output length is
   idle again.
@@ -105,6 +106,9 @@ class LlamaCppReplica(ReplicaSim):
                 own = request.shared_prefix(slot.cache)
                 if slot.cache and own < KEEP * slot.cache_tokens:
                     self._save(slot.cache, request.block_tokens)  # about to be overwritten
+                for other in self.slots:  # --cache-idle-slots (on by default)
+                    if other is not slot and other.outcome is None and other.cache:
+                        self._save(other.cache, request.block_tokens)
                 kept = self._host_prefix(request)
                 # at least one prompt token is always computed, to produce the first logits
                 cached = min(max(own, kept), request.prompt_tokens - 1)

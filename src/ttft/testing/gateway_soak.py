@@ -59,6 +59,15 @@ class SoakReport:
     disconnects: int = 0
     upstream_open_end: int = 0
     upstream_peak: int = 0
+    workers: int = 1
+    # with several workers: each sample's RSS per worker process (pid -> MiB); ``rss_mb`` is
+    # then the largest worker's, the bound the soak holds per worker
+    worker_rss_mb: list[dict[int, float]] = field(default_factory=list)
+
+    @property
+    def worker_pids(self) -> set[int]:
+        """Every worker process seen (more than ``workers``: one was replaced)."""
+        return {pid for sample in self.worker_rss_mb for pid in sample}
 
     @property
     def start_mb(self) -> float:
@@ -92,8 +101,40 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
-def gateway_config(upstream: str, port: int, write_timeout_s: float) -> str:
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (the supervisor's workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces, so split after its ")"
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def _sample(pid: int, workers: int, report: SoakReport, t: float) -> None:
+    """One RSS sample: the gateway process, or with workers each worker (the largest kept)."""
+    if workers == 1:
+        report.rss_mb.append((t, rss_mb(pid)))
+        return
+    sizes: dict[int, float] = {}
+    for child in _children(pid):
+        try:
+            sizes[child] = rss_mb(child)
+        except (OSError, RuntimeError):
+            continue  # exited between the listing and the read
+    report.worker_rss_mb.append(sizes)
+    report.rss_mb.append((t, max(sizes.values(), default=0.0)))
+
+
+def gateway_config(upstream: str, port: int, write_timeout_s: float, workers: int = 1) -> str:
     return f"""listen = "127.0.0.1:{port}"
+workers = {workers}
 
 [[model]]
 name = "m"
@@ -188,6 +229,7 @@ async def _drive(
     sample_every_s: float,
     report: SoakReport,
 ) -> None:
+    workers = report.workers
     start = time.monotonic()
     stop_at = start + duration_s
     url = f"http://127.0.0.1:{port}"
@@ -205,7 +247,7 @@ async def _drive(
     while time.monotonic() < stop_at:
         now = time.monotonic()
         if now >= next_sample:
-            report.rss_mb.append((now - start, rss_mb(pid)))
+            _sample(pid, workers, report, now - start)
             next_sample += sample_every_s
         if now >= next_slow and now + write_timeout_s + 2 < stop_at:
             spawn(_slow_reader(port, write_timeout_s + 1.5, report))
@@ -228,14 +270,21 @@ def run_soak(
     drop_every_s: float = 1.0,
     write_timeout_s: float = 3.0,
     sample_every_s: float = 1.0,
+    workers: int = 1,
 ) -> SoakReport:
-    """Run the soak and return what it saw; the caller asserts (tests) or prints (benchmarks)."""
-    report = SoakReport(duration_s, [])
+    """Run the soak and return what it saw; the caller asserts (tests) or prints (benchmarks).
+    ``workers``: the gateway's ``workers`` (its RSS is then sampled per worker process)."""
+    report = SoakReport(duration_s, [], workers=workers)
     with ScriptedServerProcess(Script()) as upstream:
         port = free_loopback_port()
         config = workdir / "gateway.toml"
-        config.write_text(gateway_config(upstream.base_url, port, write_timeout_s))
+        config.write_text(gateway_config(upstream.base_url, port, write_timeout_s, workers))
         with gateway_child(["--config", str(config)], port) as proc:
+            deadline = time.monotonic() + 15.0
+            while workers > 1 and len(_children(proc.pid)) < workers:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the gateway did not start {workers} workers in 15 s")
+                time.sleep(0.1)
             time.sleep(0.5)  # settle the import-time allocations before the first sample
             asyncio.run(
                 _drive(
@@ -252,7 +301,7 @@ def run_soak(
             )
             time.sleep(1.0)  # cancelled upstream requests close their connections
             last_t = report.rss_mb[-1][0] if report.rss_mb else 0.0
-            report.rss_mb.append((last_t + 1.0, rss_mb(proc.pid)))
+            _sample(proc.pid, workers, report, last_t + 1.0)
             snap = upstream.snapshot()
             report.upstream_open_end = snap.open_connections
             report.upstream_peak = snap.peak_open_connections

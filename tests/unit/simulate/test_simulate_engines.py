@@ -84,6 +84,19 @@ def test_a_prefix_held_only_by_a_busy_slot_does_not_help_another_slot() -> None:
     assert [o.cached_tokens for o in out] == [0, 768, 0, 0, 768, 768, 768]
 
 
+def test_an_idle_slot_is_saved_to_the_host_cache_when_a_task_starts_elsewhere() -> None:
+    """--cache-idle-slots: b2 starts in the empty slot while a1's slot is idle, which saves a1's
+    prompt; so of two concurrent A requests later, the one in b2's slot restores A too."""
+
+    def req(t: float, head: int, tail: int, i: int) -> SimRequest:
+        return SimRequest(t, 1024, 4, (head, head + 1, head + 2, tail), 256, i)
+
+    reqs = [req(0.0, 1, 100, 0), req(100.0, 7, 101, 1), req(200.0, 1, 102, 2)]
+    reqs.append(req(200.01, 1, 103, 3))
+    out = simulate(reqs, COST, EngineSettings(slots=2)).outcomes
+    assert [o.cached_tokens for o in out] == [0, 0, 768, 768]
+
+
 def test_a_prompt_longer_than_a_slot_is_refused_not_lost() -> None:
     reqs = [SimRequest(0.0, 3000, 4, (), 512, 0), SimRequest(0.0, 100, 4, (), 512, 1)]
     out = simulate(reqs, COST, EngineSettings(slots=2, ctx_per_slot=2048)).outcomes
