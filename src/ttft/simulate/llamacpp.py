@@ -14,10 +14,11 @@ What it does, step by step (``update_slots`` in the server):
   cache (``--cache-ram``, on by default in current builds, LRU) when the slot is taken by a
   prompt that keeps less than half of it (``f_keep < 0.5``), and, with ``--cache-idle-slots``
   (on by default), when a task starts in another slot while it is idle; a new request's longest
-  cached prefix is loaded into its slot when that beats the slot's own. So a prefix that lives
-  only in a busy slot cannot help a request in another slot: measured on the embedded engine,
-  two concurrent requests with one 640-token prefix both compute it when its only copy was the
-  slot the first one took, and the second hits once the prefix has been saved.
+  cached prefix is moved into its slot when that beats the slot's own (``host_cache.py``). So
+  a prefix that lives only in a busy slot cannot help a request in another slot: measured on
+  the embedded engine, two concurrent requests with one 640-token prefix both compute it when
+  its only copy was the slot the first one took, and the second hits once the prefix has been
+  saved.
 - After the step, a slot whose prompt is complete samples its first token (the client sees it
   then); a generating slot samples its next one, and a slot that reached its output length is
   idle again.
@@ -25,10 +26,11 @@ What it does, step by step (``update_slots`` in the server):
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass, replace
 
 from ttft.simulate.engine import ReplicaSim, SimOutcome
+from ttft.simulate.host_cache import PromptCache
 from ttft.simulate.model import CostModel, EngineSettings
 from ttft.simulate.requests import SimRequest
 
@@ -56,9 +58,7 @@ class LlamaCppReplica(ReplicaSim):
         super().__init__(cost, settings, index)
         self.slots = [_Slot(i) for i in range(settings.slots)]
         self.waiting: deque[SimOutcome] = deque()
-        # the host-memory prompt cache (--cache-ram): block hash -> tokens, least recent first
-        self.host: OrderedDict[int, int] = OrderedDict()
-        self.host_tokens = 0
+        self.host = PromptCache(settings.host_cache_tokens)  # --cache-ram
         self.busy = 0
         self.repeat = 1  # steps the planned batch stands for (see _plan_step)
         self._run = (0.0, 0.0)  # a fast-forwarded run: one step's time, its growth per step
@@ -105,14 +105,17 @@ class LlamaCppReplica(ReplicaSim):
             if self.settings.prefix_cache:
                 own = request.shared_prefix(slot.cache)
                 if slot.cache and own < KEEP * slot.cache_tokens:
-                    self._save(slot.cache, request.block_tokens)  # about to be overwritten
+                    self.host.save(slot.cache, slot.cache_tokens)  # about to be overwritten
                 for other in self.slots:  # --cache-idle-slots (on by default)
                     if other is not slot and other.outcome is None and other.cache:
-                        self._save(other.cache, request.block_tokens)
-                kept = self._host_prefix(request)
+                        self.host.save(other.cache, other.cache_tokens)
+                entry, kept = self.host.best(request)
                 # at least one prompt token is always computed, to produce the first logits
                 cached = min(max(own, kept), request.prompt_tokens - 1)
-                slot.restored = cached if kept > own else 0
+                slot.restored = 0
+                if entry is not None and kept > own:
+                    self.host.take(entry)  # moved into the slot
+                    slot.restored = cached
             outcome.admitted_s = now
             outcome.cached_tokens = cached
             slot.outcome = outcome
@@ -122,29 +125,6 @@ class LlamaCppReplica(ReplicaSim):
             slot.to_prefill = request.prompt_tokens - cached
             slot.to_generate = request.output_tokens
             self.busy += 1
-
-    def _host_prefix(self, request: SimRequest) -> int:
-        n = 0
-        for key in request.blocks:
-            if key not in self.host:
-                break
-            n += 1
-        return min(request.prompt_tokens, n * request.block_tokens)
-
-    def _save(self, blocks: tuple[int, ...], block_tokens: int) -> None:
-        """A displaced slot's prompt enters the host prompt cache (LRU, bounded in tokens)."""
-        cap = self.settings.host_cache_tokens
-        if cap == 0:
-            return
-        for key in blocks:
-            if key in self.host:
-                self.host.move_to_end(key)
-            else:
-                self.host[key] = block_tokens
-                self.host_tokens += block_tokens
-        while cap is not None and self.host_tokens > cap and self.host:
-            _, size = self.host.popitem(last=False)
-            self.host_tokens -= size
 
     def _plan_step(self, now: float) -> float | None:
         self._admit(now)

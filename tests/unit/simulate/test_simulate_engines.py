@@ -70,6 +70,7 @@ def test_a_prefix_held_only_by_a_busy_slot_does_not_help_another_slot() -> None:
     prompt stays in its slot, not in the host cache, so a request that arrives while that slot
     is busy computes the prefix again; once another prompt displaced it (f_keep < 0.5) it is in
     the host cache and a request in any slot restores it."""
+
     def req(t: float, head: int, tail: int, i: int) -> SimRequest:
         return SimRequest(t, 1024, 4, (head, head + 1, head + 2, tail), 256, i)
 
@@ -95,6 +96,20 @@ def test_an_idle_slot_is_saved_to_the_host_cache_when_a_task_starts_elsewhere() 
     reqs.append(req(200.01, 1, 103, 3))
     out = simulate(reqs, COST, EngineSettings(slots=2)).outcomes
     assert [o.cached_tokens for o in out] == [0, 0, 768, 768]
+
+
+def test_a_prompt_loaded_from_the_host_cache_leaves_it() -> None:
+    """As measured (3 slots, 640-token prefix A): after a1, b2 and c3 ran one by one, three A
+    requests sent together restore 641 (a4, its own slot), 641 (a5, from the host cache) and 1
+    token (a6): the cache moved its one copy of A into a5's slot."""
+
+    def req(t: float, head: int, tail: int, i: int) -> SimRequest:
+        return SimRequest(t, 1024, 4, (head, head + 1, head + 2, tail), 256, i)
+
+    reqs = [req(0.0, 1, 100, 0), req(100.0, 7, 101, 1), req(200.0, 13, 102, 2)]
+    reqs += [req(300.0, 1, 103, 3), req(300.01, 1, 104, 4), req(300.02, 1, 105, 5)]
+    out = simulate(reqs, COST, EngineSettings(slots=3)).outcomes
+    assert [o.cached_tokens for o in out] == [0, 0, 0, 768, 768, 0]
 
 
 def test_a_prompt_longer_than_a_slot_is_refused_not_lost() -> None:

@@ -144,3 +144,27 @@ def test_the_collector_is_paused_only_during_a_run() -> None:
     assert gc.isenabled()
     simulate(_trace(20), COST, EngineSettings())
     assert gc.isenabled()
+
+
+def test_the_bisected_shared_prefix_counts_the_leading_equal_blocks_of_chained_hashes() -> None:
+    """shared_prefix bisects (chained hashes agree up to a block, then differ); it must give
+    the plain loop's count on chains of every shape: equal, one a prefix, empty, unrelated."""
+    import random
+
+    from ttft.simulate.requests import SimRequest, _chain
+
+    def plain(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+        n = 0
+        for x, y in zip(a, b, strict=False):
+            if x != y:
+                break
+            n += 1
+        return n
+
+    rng = random.Random(1)
+    for _ in range(5000):
+        common = [rng.randrange(5) for _ in range(rng.randrange(0, 12))]
+        a = _chain(common + [rng.randrange(1000) for _ in range(rng.randrange(0, 8))])
+        b = _chain(common + [rng.randrange(1000) for _ in range(rng.randrange(0, 8))])
+        request = SimRequest(0.0, 10**6, 1, a, 1)
+        assert request.shared_prefix(b) == plain(a, b), (a, b)
