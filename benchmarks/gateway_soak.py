@@ -6,6 +6,7 @@ in front of a scripted upstream (``ttft.testing.gateway_soak``). Prints the RSS 
 peak, end), the statuses the steady clients got, and the upstream connections left open.
 
     python benchmarks/gateway_soak.py --minutes 3
+    python benchmarks/gateway_soak.py --minutes 3 --workers 2   # RSS per worker process
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=16, help="steady keep-alive clients")
     parser.add_argument("--slow-every", type=float, default=5.0, help="s between slow readers")
     parser.add_argument("--drop-every", type=float, default=1.0, help="s between disconnects")
+    parser.add_argument("--workers", type=int, default=1, help="the gateway's --workers")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         report = run_soak(
@@ -32,11 +34,21 @@ def main() -> None:
             slow_every_s=args.slow_every,
             drop_every_s=args.drop_every,
             sample_every_s=max(1.0, args.minutes * 60 / 60),
+            workers=args.workers,
         )
     print(f"soak: {report.duration_s:.0f} s, {args.streams} steady streams")
+    which = "the gateway" if args.workers == 1 else f"the largest of {args.workers} workers"
     print(
-        f"RSS MiB: start {report.start_mb:.1f}, peak {report.peak_mb:.1f}, end {report.end_mb:.1f}"
+        f"RSS MiB ({which}): start {report.start_mb:.1f}, peak {report.peak_mb:.1f}, end "
+        f"{report.end_mb:.1f}"
     )
+    if args.workers > 1:
+        first, last = report.worker_rss_mb[0], report.worker_rss_mb[-1]
+        print(
+            "per worker, start -> end: "
+            + ", ".join(f"{first[p]:.1f} -> {last.get(p, float('nan')):.1f}" for p in sorted(first))
+            + f"; worker processes seen {len(report.worker_pids)} (more: one was replaced)"
+        )
     print(f"curve: {report.curve(12)}")
     print(
         f"steady requests {report.requests}, statuses {dict(report.statuses)}, "
