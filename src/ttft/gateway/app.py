@@ -231,8 +231,11 @@ class Gateway:
                 del body  # the plan holds it until it has gone upstream (Proxy.run)
                 model = plan.runtime.name
                 client = self._client(request)
-                with self.shares.hold(client, plan.runtime):
+                held = self.shares.take(client, plan.runtime)
+                try:
                     await self.proxy.run(request, response, plan, client)
+                finally:
+                    self.shares.give_back(held)
             elif request.path == "/v1/models":
                 self._send_json(response, 200, self._models_body())
             elif request.path == "/health":
