@@ -134,7 +134,10 @@ class Response:
             data = self._head + data
             self._head = b""
             self.head_sent = True
-        self._write(data)
+        conn = self._conn  # ``_write`` inlined: this runs once per streamed event
+        transport = conn.transport
+        if transport is not None and not conn.closed:
+            transport.write(data)
 
     def end(self) -> None:
         """The body is complete."""
