@@ -72,7 +72,10 @@ class ResponseHead:
         return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
 
     def tokens(self, name: str) -> set[str]:
-        return {t.strip().lower() for t in self.headers.get(name, "").split(",") if t.strip()}
+        value = self.headers.get(name)
+        if not value:  # asked of every response for headers most do not have
+            return set()
+        return {t.strip().lower() for t in value.split(",") if t.strip()}
 
 
 class ResponseSink(Protocol):

@@ -170,20 +170,23 @@ class UpstreamPool:
         Cancelling the caller closes the connection, which is how an engine learns that the
         client went away.
         """
-        conn, reused = await self._acquire()
+        # An idle connection is taken without a coroutine; only a new one is awaited.
+        taken = self._reuse()
+        reused = taken is not None
+        conn = taken if taken is not None else await self._open()
         parser = ResponseParser(sink, decode=False)
         try:
             try:
-                reusable = await self._run(conn, parser, payload, on_connection)
+                reusable = await self._start(conn, parser, payload, on_connection)
             except RequestFailed as exc:
                 if not (reused and exc.kind == errors.DISCONNECT and parser.bytes_received == 0):
                     raise
                 # The engine had closed this idle connection: the request never reached it.
                 self._drop(conn)
                 self.stats.stale_retries += 1
-                conn, _ = await self._acquire(fresh=True)
+                conn = await self._open()
                 parser = ResponseParser(sink, decode=False)
-                reusable = await self._run(conn, parser, payload, on_connection)
+                reusable = await self._start(conn, parser, payload, on_connection)
         except asyncio.CancelledError:
             # A client that closes the moment its answer ended (curl, one connection per
             # request) cancels us after the response was complete: the connection is in step
@@ -198,18 +201,19 @@ class UpstreamPool:
             raise
         self._release(conn, reusable, parser.head)
 
-    async def _run(
+    def _start(
         self,
         conn: UpstreamConnection,
         parser: ResponseParser,
         payload: bytes,
         on_connection: Callable[[UpstreamConnection], None] | None,
-    ) -> bool:
+    ) -> asyncio.Future[bool]:
+        """Send; the future the caller awaits says whether the connection may be reused."""
         waiter = conn.start(parser, payload)
         if on_connection is not None:
             on_connection(conn)
         self._watch()
-        return await waiter
+        return waiter
 
     def _watch(self) -> None:
         """Arm the pool's one silence check while it has exchanges running. A timer armed and
@@ -235,11 +239,12 @@ class UpstreamPool:
         if self._busy:
             self._watch()
 
-    async def _acquire(self, fresh: bool = False) -> tuple[UpstreamConnection, bool]:
+    def _reuse(self) -> UpstreamConnection | None:
+        """An idle connection that may still be used, or None (then ``_open`` makes one)."""
         if self._closed:
             raise RequestFailed(errors.CANCELLED, "the gateway is shutting down")
         now = self._loop().time()
-        while self._idle and not fresh:
+        while self._idle:
             conn = self._idle.pop()  # the most recently used: the least likely to be stale
             if (
                 conn.closed
@@ -251,11 +256,16 @@ class UpstreamPool:
                 continue
             self.stats.reused += 1
             self._busy.add(conn)
-            return conn, True
+            return conn
+        return None
+
+    async def _open(self) -> UpstreamConnection:
+        if self._closed:
+            raise RequestFailed(errors.CANCELLED, "the gateway is shutting down")
         conn = await self._connect()
         self.stats.opened += 1
         self._busy.add(conn)
-        return conn, False
+        return conn
 
     def _release(self, conn: UpstreamConnection, reusable: bool, head: ResponseHead | None) -> None:
         self._busy.discard(conn)

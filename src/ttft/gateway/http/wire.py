@@ -82,7 +82,10 @@ def framing(headers: dict[str, str], http11: bool, max_body_bytes: int) -> tuple
             f"request body of {length} bytes is over the gateway's limit of {max_body_bytes} bytes",
             code="body_too_large",
         )
-    tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+    connection = headers.get("connection")
+    if connection is None:  # the usual request: no set of tokens to build
+        return length, http11
+    tokens = {t.strip().lower() for t in connection.split(",")}
     return length, ("close" not in tokens) if http11 else ("keep-alive" in tokens)
 
 
