@@ -89,8 +89,12 @@ class Proxy:
                 self.metrics.retries.inc(runtime.name)
             replica = runtime.replicas[choice.index]
             try:
-                waited = await replica.admission.acquire(
-                    plan.lane, plan.priority, self.config.admission.queue_timeout_s, client
+                waited = (
+                    0
+                    if replica.admission.try_start(plan.lane, client)
+                    else await replica.admission.acquire(
+                        plan.lane, plan.priority, self.config.admission.queue_timeout_s, client
+                    )
                 )
             except asyncio.CancelledError:
                 self.metrics.cancelled.inc(runtime.name)  # left while it waited in the queue
