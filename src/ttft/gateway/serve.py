@@ -19,8 +19,6 @@ from typing import Any
 from ttft.gateway.app import Gateway
 from ttft.gateway.config import GatewayConfig
 
-_YOUNG_COLLECTION_EVERY = 10_000
-
 
 async def serve(config: GatewayConfig, on_ready: Callable[[Gateway], None] | None = None) -> None:
     """Run until SIGINT/SIGTERM; then stop accepting and let running answers finish (for up to
@@ -32,12 +30,6 @@ async def serve(config: GatewayConfig, on_ready: Callable[[Gateway], None] | Non
     # it (they were ~4% of the gateway's CPU under load).
     gc.collect()
     gc.freeze()
-    # A young-generation collection every 10,000 container allocations, not 700: a request
-    # allocates a few hundred and frees nearly all of them itself (no cycles), so at 700 the
-    # collector ran every few requests to find nothing (~5% of the loop's CPU under load). The
-    # older generations keep their default ratios.
-    _, older, oldest = gc.get_threshold()
-    gc.set_threshold(_YOUNG_COLLECTION_EVERY, older, oldest)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

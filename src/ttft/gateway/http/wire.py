@@ -161,7 +161,12 @@ class HeadParser:
         length = self.headers.get("content-length")
         if length is not None and not (length.isascii() and length.isdigit()):
             raise BadHead(f"bad Content-Length {length[:40]!r}")  # llhttp checks it too
-        return self._parser.get_method().decode("ascii"), target, version, self.headers
+        method = self._parser.get_method().decode("ascii")
+        # llhttp's parser holds our callbacks and we hold it: a reference cycle per request,
+        # which only the garbage collector could free (6 objects a request, a young-generation
+        # collection every ~100 requests). Dropped here, both go when the request's head does.
+        del self._parser
+        return method, target, version, self.headers
 
 
 def plain_head(
