@@ -24,6 +24,7 @@ _HEAD_END = re.compile(rb"\r?\n\r?\n")
 # The size of a chunk: hex digits only. int(x, 16) also takes "-6", "+5", "0x5" and "1_0": a
 # negative size moved the parser backwards over its own input, forever.
 _CHUNK_SIZE_TEXT = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
 # Control bytes in a head (tab and the LF that ends a line aside): a bare CR in a value is a line
 # break to some parsers, so a value that carried one would split the head it is copied into.
 _HEAD_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -71,7 +72,10 @@ class ResponseHead:
         return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
 
     def tokens(self, name: str) -> set[str]:
-        return {t.strip().lower() for t in self.headers.get(name, "").split(",") if t.strip()}
+        value = self.headers.get(name)
+        if not value:  # asked of every response for headers most do not have
+            return set()
+        return {t.strip().lower() for t in value.split(",") if t.strip()}
 
 
 class ResponseSink(Protocol):
@@ -254,6 +258,16 @@ class ResponseParser:
         return buf
 
     def _feed_chunked(self, buf: bytes, t_ns: int) -> bool:
+        if self._state == _CHUNK_SIZE:
+            # The common read of a stream: exactly one whole chunk ("1a\r\n" data "\r\n"), one
+            # event of an engine. Checked in a few C calls; anything else takes the loop below.
+            nl = buf.find(b"\n")
+            if 1 < nl <= 17 and buf[nl - 1] == 13:
+                size_text = buf[: nl - 1]
+                if not size_text.strip(_HEX_DIGITS):
+                    stop = nl + 1 + int(size_text, 16)
+                    if stop > nl + 1 and len(buf) == stop + 2 and buf[stop:] == b"\r\n":
+                        return self._emit(buf[nl + 1 : stop], t_ns)
         pieces: list[bytes] = []
         pos, end = 0, len(buf)
         while pos < end:

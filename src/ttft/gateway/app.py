@@ -226,13 +226,18 @@ class Gateway:
         response.server_timing = lambda: f"gateway;dur={(_clock() - received) / 1e6:.3f}"
         try:
             if endpoint is not None:
-                body = await self._parse(request)
+                raw = request.body
+                # A small body is parsed here, without the coroutine ``_parse`` costs.
+                body = parse_body(raw) if len(raw) < _COUNTED_BYTES else await self._parse(request)
                 plan = self.proxy.plan(request, endpoint, body, self._boost(request))
                 del body  # the plan holds it until it has gone upstream (Proxy.run)
                 model = plan.runtime.name
                 client = self._client(request)
-                with self.shares.hold(client, plan.runtime):
+                held = self.shares.take(client, plan.runtime)
+                try:
                     await self.proxy.run(request, response, plan, client)
+                finally:
+                    self.shares.give_back(held)
             elif request.path == "/v1/models":
                 self._send_json(response, 200, self._models_body())
             elif request.path == "/health":

@@ -12,9 +12,13 @@ collide, and the library's process metrics are not mixed in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Sequence
 
 import prometheus_client as prom
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
 
 # ``*_created`` series double the series count for a timestamp no gateway dashboard reads; the
 # switch is process-wide, and nothing else in ttft exports through prometheus_client.
@@ -67,6 +71,13 @@ class _Metric:
         self.label_names = tuple(labels)
         self.changes = changes if changes is not None else Changes()
 
+    def _check(self, labels: tuple[str, ...]) -> None:
+        """A new label set: the checks ``prometheus_client`` makes, once per set."""
+        if len(labels) != len(self.label_names):
+            raise ValueError("Incorrect label count")
+        if not all(isinstance(v, str) for v in labels):
+            raise TypeError(f"{self.name}: label values must be strings, got {labels!r}")
+
     def _sample(self, suffix: str, labels: Sequence[str]) -> float:
         if len(labels) != len(self.label_names):
             raise ValueError(f"{self.name}: expected labels {self.label_names}, got {labels!r}")
@@ -77,6 +88,10 @@ class _Metric:
 
 
 class Counter(_Metric):
+    """Counts kept as plain floats per label set and handed to the registry when it collects:
+    ``prometheus_client``'s own counter took a lock and four calls per increment, several
+    times per request (the gateway's counters change on its event loop's thread only)."""
+
     def __init__(
         self,
         name: str,
@@ -86,18 +101,33 @@ class Counter(_Metric):
         changes: Changes | None = None,
     ) -> None:
         super().__init__(name, help, labels, registry, changes)
-        self._family = prom.Counter(name, help, self.label_names, registry=registry)
-        self._children: dict[tuple[str, ...], prom.Counter] = {}
+        self.help = help
+        self._values: dict[tuple[str, ...], float] = {}
+        registry.register(self)
 
     def inc(self, *labels: str, by: float = 1.0) -> None:
-        child = self._children.get(labels)
-        if child is None:
-            child = self._children[labels] = self._family.labels(*labels)
-        child.inc(by)
+        values = self._values
+        value = values.get(labels)
+        if value is None:
+            self._check(labels)
+            value = 0.0
+        if by < 0:
+            raise ValueError("Counters can only be incremented by non-negative amounts.")
+        values[labels] = value + by
         self.changes.count += 1
 
     def get(self, *labels: str) -> float:
         return self._sample("", labels)
+
+    def describe(self) -> Iterator[Metric]:
+        # The registry checks names from this when registering: a duplicate is refused.
+        yield CounterMetricFamily(self.name, self.help, labels=self.label_names)
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(self.name, self.help, labels=self.label_names)
+        for labels, value in list(self._values.items()):  # a copy: scrapes may run elsewhere
+            family.add_metric(labels, value)
+        yield family
 
 
 class Gauge(_Metric):
@@ -114,6 +144,9 @@ class Gauge(_Metric):
 
 
 class Histogram(_Metric):
+    """Bucket counts kept as plain numbers per label set (as ``Counter``); an observation is a
+    bisection and two additions, where ``prometheus_client``'s took two locks and a loop."""
+
     def __init__(
         self,
         name: str,
@@ -124,20 +157,41 @@ class Histogram(_Metric):
         changes: Changes | None = None,
     ) -> None:
         super().__init__(name, help, labels, registry, changes)
-        self._family = prom.Histogram(
-            name, help, self.label_names, registry=registry, buckets=tuple(buckets)
-        )
-        self._children: dict[tuple[str, ...], prom.Histogram] = {}
+        self.help = help
+        bounds = sorted(float(b) for b in buckets)
+        if not bounds or bounds[-1] != math.inf:
+            bounds.append(math.inf)
+        self._bounds = tuple(bounds)
+        self._le = tuple(floatToGoString(b) for b in bounds)  # type: ignore[no-untyped-call]
+        # Per label set: [sum, count in bucket 0, count in bucket 1, ...] (not cumulative).
+        self._values: dict[tuple[str, ...], list[float]] = {}
+        registry.register(self)
 
     def observe(self, value: float, *labels: str) -> None:
-        child = self._children.get(labels)
-        if child is None:
-            child = self._children[labels] = self._family.labels(*labels)
-        child.observe(value)
+        cells = self._values.get(labels)
+        if cells is None:
+            self._check(labels)
+            cells = self._values[labels] = [0.0] * (len(self._bounds) + 1)
+        cells[0] += value
+        # The first bucket whose bound is >= value ("le"), as prometheus_client counts.
+        cells[bisect_left(self._bounds, value) + 1] += 1.0
         self.changes.count += 1
 
     def count(self, *labels: str) -> int:
         return int(self._sample("_count", labels))
+
+    def describe(self) -> Iterator[Metric]:
+        yield HistogramMetricFamily(self.name, self.help, labels=self.label_names)
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.name, self.help, labels=self.label_names)
+        for labels, cells in list(self._values.items()):
+            total, buckets = 0.0, []
+            for le, n in zip(self._le, cells[1:], strict=True):
+                total += n
+                buckets.append((le, total))
+            family.add_metric(labels, buckets, cells[0])
+        yield family
 
 
 class GatewayMetrics:

@@ -37,6 +37,8 @@ _clock = time.perf_counter_ns
 log = logging.getLogger("ttft.gateway")
 # What is read of a body once it went upstream: everything else of it is dropped then.
 _KEPT_FIELDS = ("id_slot", "stream_options")
+# What a streamed answer carries beside the upstream's own headers: no cache, no proxy buffer.
+_STREAM_HEADERS = (("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no"))
 # What an engine's message must not hold to reach a client: a path, a URL, an address, a
 # traceback's words.
 _REVEALING = re.compile(
@@ -87,8 +89,12 @@ class Proxy:
                 self.metrics.retries.inc(runtime.name)
             replica = runtime.replicas[choice.index]
             try:
-                waited = await replica.admission.acquire(
-                    plan.lane, plan.priority, self.config.admission.queue_timeout_s, client
+                waited = (
+                    0
+                    if replica.admission.try_start(plan.lane, client)
+                    else await replica.admission.acquire(
+                        plan.lane, plan.priority, self.config.admission.queue_timeout_s, client
+                    )
                 )
             except asyncio.CancelledError:
                 self.metrics.cancelled.inc(runtime.name)  # left while it waited in the queue
@@ -165,7 +171,7 @@ class Proxy:
         headers = [("Content-Type", "application/json"), ("Accept-Encoding", "identity")]
         if plan.stream:
             headers.append(("Accept", "text/event-stream"))
-        headers.extend(replica.config.target.auth_headers().items())
+        headers.extend(replica.auth_headers)
         if plan.request_id:
             headers.append(("X-Request-Id", plan.request_id))
         payload = request_bytes(
@@ -175,20 +181,24 @@ class Proxy:
         model, lane = runtime.name, plan.lane
         received = request.received_ns
 
+        stage, replica_text = self.metrics.stage, str(replica.index)
+        # The Server-Timing entries known before the upstream answers, formatted once.
+        before = f"queue;dur={waited_ns / 1e6:.3f}, "
+        if rendered is not None:
+            before += (
+                f"template;dur={rendered.template_ns / 1e6:.3f}, "
+                f"tokenize;dur={rendered.tokenize_ns / 1e6:.3f}, "
+            )
+
         def make_headers(status: int, content_type: str, ttfb_ns: int) -> list[tuple[str, str]]:
-            self.metrics.stage.observe(ttfb_ns / 1e9, model, "upstream_ttfb")
-            timing = [f"queue;dur={waited_ns / 1e6:.3f}"]
-            if rendered is not None:
-                timing.append(f"template;dur={rendered.template_ns / 1e6:.3f}")
-                timing.append(f"tokenize;dur={rendered.tokenize_ns / 1e6:.3f}")
-            timing.append(f"upstream;dur={ttfb_ns / 1e6:.3f}")
+            stage.observe(ttfb_ns / 1e9, model, "upstream_ttfb")
             out = [
                 ("Content-Type", content_type or "application/json"),
-                ("Server-Timing", ", ".join(timing)),
-                ("X-Ttft-Replica", str(replica.index)),
+                ("Server-Timing", f"{before}upstream;dur={ttfb_ns / 1e6:.3f}"),
+                ("X-Ttft-Replica", replica_text),
             ]
             if content_type.startswith("text/event-stream"):
-                out += [("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
+                out += _STREAM_HEADERS
             if prerendered:
                 out.append(("X-Ttft-Prerendered", "1"))
             return out

@@ -119,6 +119,13 @@ class Router:
         self, replicas: Sequence[Balanced], key: int | None, exclude: frozenset[int] = frozenset()
     ) -> Choice | None:
         """The replica for a request, or None when no healthy replica has room."""
+        if len(replicas) == 1:
+            # One replica (the common deployment): it is the key's own, and alone under any
+            # bound, so the answer needs none of the ring walk below.
+            only = replicas[0]
+            if not (only.healthy and only.has_room) or 0 in exclude:
+                return None
+            return Choice(0, NONE if key is None else HIT)
         usable = [
             i for i, r in enumerate(replicas) if r.healthy and r.has_room and i not in exclude
         ]

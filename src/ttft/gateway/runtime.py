@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ttft.client import errors
@@ -79,7 +80,18 @@ class Replica:
         self.last_error = reason
 
     def path(self, api_path: str) -> str:
-        return self.config.root + api_path
+        return self._root + api_path
+
+    @cached_property
+    def _root(self) -> str:
+        # Looked up once: ``config.root`` splits the URL, and it was asked on every request.
+        return self.config.root
+
+    @cached_property
+    def auth_headers(self) -> tuple[tuple[str, str], ...]:
+        """What every request to this replica carries (its own headers, its API key): the
+        configuration is frozen, so built once rather than as a new dict per request."""
+        return tuple(self.config.target.auth_headers().items())
 
 
 @dataclass
@@ -200,7 +212,7 @@ async def fetch(replica: Replica, call: control.Call, timeout_s: float = 5.0) ->
     headers = [("Accept-Encoding", "identity")]
     if raw is not None:
         headers.append(("Content-Type", "application/json"))
-    headers.extend(replica.config.target.auth_headers().items())
+    headers.extend(replica.auth_headers)
     payload = request_bytes(method, replica.host_header, replica.path(path), raw, headers)
     sink = CollectSink()
     async with asyncio.timeout(timeout_s):

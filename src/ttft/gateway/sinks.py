@@ -76,11 +76,18 @@ class ForwardSink:
         if self.first_body_ns is None:
             self.first_body_ns = t_ns
         error = self._error
+        response = self.response
         if error is not None:
             error += data[: _ERROR_SAMPLE_BYTES - len(error)]
-            return self.response.client_gone
-        self._write(data)
-        return self.response.client_gone
+            return response.client_gone
+        # Once per streamed event: inlined (``_start`` is a no-op after the first event).
+        if response.status is None:
+            self._start()
+        response.write(data)
+        if not self._token_seen and self._stream and _TEXT.search(data) is not None:
+            self._token_seen = True
+            self.on_first_token(_clock())
+        return response.client_gone
 
     def on_end(self, t_ns: int) -> None:
         if self._error is not None and self.on_error is not None and not self.response.started:
@@ -113,13 +120,6 @@ class ForwardSink:
             and not head.tokens("content-encoding") - {"identity"}
         )
         response.start(status, headers, length=int(length) if framed and length else None)
-
-    def _write(self, data: bytes) -> None:
-        self._start()
-        self.response.write(data)
-        if not self._token_seen and self._stream and _TEXT.search(data) is not None:
-            self._token_seen = True
-            self.on_first_token(_clock())
 
     @property
     def committed(self) -> bool:

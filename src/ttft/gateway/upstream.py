@@ -83,6 +83,11 @@ class UpstreamConnection(asyncio.Protocol, Exchange):
     def paused(self) -> bool:
         return self._paused
 
+    @property
+    def exchanging(self) -> bool:
+        """A request was sent and its response is not over yet."""
+        return self._waiter is not None
+
     def resume(self) -> None:
         if self._paused and self.transport is not None and not self.closed:
             self._paused = False
@@ -138,6 +143,10 @@ class UpstreamPool:
         self._closed = False
         self.stats = UpstreamPoolStats()
         self._event_loop: asyncio.AbstractEventLoop | None = None
+        # The silence check runs every ``_sweep_s`` while exchanges run: an upstream that went
+        # quiet is caught between ``idle_timeout_s`` and ``idle_timeout_s + _sweep_s``.
+        self._sweep_s = max(0.005, min(1.0, idle_timeout_s / 8))
+        self._sweeper: asyncio.TimerHandle | None = None
 
     def _loop(self) -> asyncio.AbstractEventLoop:
         """The loop the pool serves on, looked up once: on Python 3.11 each
@@ -161,20 +170,23 @@ class UpstreamPool:
         Cancelling the caller closes the connection, which is how an engine learns that the
         client went away.
         """
-        conn, reused = await self._acquire()
+        # An idle connection is taken without a coroutine; only a new one is awaited.
+        taken = self._reuse()
+        reused = taken is not None
+        conn = taken if taken is not None else await self._open()
         parser = ResponseParser(sink, decode=False)
         try:
             try:
-                reusable = await self._run(conn, parser, payload, on_connection)
+                reusable = await self._start(conn, parser, payload, on_connection)
             except RequestFailed as exc:
                 if not (reused and exc.kind == errors.DISCONNECT and parser.bytes_received == 0):
                     raise
                 # The engine had closed this idle connection: the request never reached it.
                 self._drop(conn)
                 self.stats.stale_retries += 1
-                conn, _ = await self._acquire(fresh=True)
+                conn = await self._open()
                 parser = ResponseParser(sink, decode=False)
-                reusable = await self._run(conn, parser, payload, on_connection)
+                reusable = await self._start(conn, parser, payload, on_connection)
         except asyncio.CancelledError:
             # A client that closes the moment its answer ended (curl, one connection per
             # request) cancels us after the response was complete: the connection is in step
@@ -189,50 +201,50 @@ class UpstreamPool:
             raise
         self._release(conn, reusable, parser.head)
 
-    async def _run(
+    def _start(
         self,
         conn: UpstreamConnection,
         parser: ResponseParser,
         payload: bytes,
         on_connection: Callable[[UpstreamConnection], None] | None,
-    ) -> bool:
+    ) -> asyncio.Future[bool]:
+        """Send; the future the caller awaits says whether the connection may be reused."""
         waiter = conn.start(parser, payload)
         if on_connection is not None:
             on_connection(conn)
-        loop = self._loop()
+        self._watch()
+        return waiter
+
+    def _watch(self) -> None:
+        """Arm the pool's one silence check while it has exchanges running. A timer armed and
+        cancelled per exchange (a TimerHandle, a heap push and pop) cost more than the check:
+        one sweep per interval looks at each busy connection's last read instead."""
+        if self._sweeper is None and not self._closed:
+            self._sweeper = self._loop().call_later(self._sweep_s, self._sweep)
+
+    def _sweep(self) -> None:
+        self._sweeper = None
         limit_ns = int(self.idle_timeout_s * 1e9)
-
-        timers: list[asyncio.TimerHandle] = []
-
-        def watchdog() -> None:
-            # One timer per idle period, re-armed from the last read: no work per byte.
-            if conn.paused:
-                # We stopped reading (the client is behind): the silence is ours, not the
-                # engine's. The client's write timeout deals with a client that never reads.
-                timers[0] = loop.call_later(self.idle_timeout_s, watchdog)
-                return
-            silent_ns = _clock() - conn.last_rx_ns
-            if silent_ns >= limit_ns:
+        now = _clock()
+        for conn in list(self._busy):
+            # A paused connection is silent because we stopped reading (the client is behind):
+            # the client's write timeout deals with that; ``resume`` restarts its clock.
+            if conn.exchanging and not conn.paused and now - conn.last_rx_ns >= limit_ns:
                 conn._fail(
                     RequestFailed(
                         errors.TIMEOUT,
                         f"{self.host}:{self.port} sent nothing for {self.idle_timeout_s:g} s",
                     )
                 )
-            else:
-                timers[0] = loop.call_later((limit_ns - silent_ns) / 1e9, watchdog)
+        if self._busy:
+            self._watch()
 
-        timers.append(loop.call_later(self.idle_timeout_s, watchdog))
-        try:
-            return await waiter
-        finally:
-            timers[0].cancel()
-
-    async def _acquire(self, fresh: bool = False) -> tuple[UpstreamConnection, bool]:
+    def _reuse(self) -> UpstreamConnection | None:
+        """An idle connection that may still be used, or None (then ``_open`` makes one)."""
         if self._closed:
             raise RequestFailed(errors.CANCELLED, "the gateway is shutting down")
         now = self._loop().time()
-        while self._idle and not fresh:
+        while self._idle:
             conn = self._idle.pop()  # the most recently used: the least likely to be stale
             if (
                 conn.closed
@@ -244,11 +256,16 @@ class UpstreamPool:
                 continue
             self.stats.reused += 1
             self._busy.add(conn)
-            return conn, True
+            return conn
+        return None
+
+    async def _open(self) -> UpstreamConnection:
+        if self._closed:
+            raise RequestFailed(errors.CANCELLED, "the gateway is shutting down")
         conn = await self._connect()
         self.stats.opened += 1
         self._busy.add(conn)
-        return conn, False
+        return conn
 
     def _release(self, conn: UpstreamConnection, reusable: bool, head: ResponseHead | None) -> None:
         self._busy.discard(conn)
@@ -303,6 +320,9 @@ class UpstreamPool:
 
     def close(self) -> None:
         self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for conn in list(self._idle) + list(self._busy):
             conn.abort()
         self._idle.clear()
@@ -338,10 +358,16 @@ class CollectSink:
 
 
 def request_bytes(
-    method: str, host_header: str, path: str, body: bytes | None, headers: list[tuple[str, str]]
+    method: str,
+    host_header: str,
+    path: str,
+    body: bytes | None,
+    headers: list[tuple[str, str]] | tuple[tuple[str, str], ...],
 ) -> bytes:
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host_header}"]
-    lines.extend(f"{k}: {v}" for k, v in headers)
-    if body is not None:
-        lines.append(f"Content-Length: {len(body)}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+    # One string built in one pass (this runs for every proxied request).
+    head = f"{method} {path} HTTP/1.1\r\nHost: {host_header}\r\n" + "".join(
+        [f"{k}: {v}\r\n" for k, v in headers]
+    )
+    if body is None:
+        return (head + "\r\n").encode("latin-1")
+    return (head + f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body

@@ -20,6 +20,7 @@ import gc
 import json
 import math
 import re
+import threading
 from itertools import accumulate, count
 from operator import sub
 from typing import Any
@@ -71,6 +72,19 @@ def _finite(text: str) -> float:
     return value
 
 
+class _Decoders(threading.local):
+    """One decoder per thread (the loop's, the parser thread's), made once: ``json.loads``
+    with hooks builds a new decoder and scanner on every call."""
+
+    def __init__(self) -> None:
+        self.decoder = json.JSONDecoder(
+            parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_unique
+        )
+
+
+_DECODERS = _Decoders()
+
+
 def _invalid_json(exc: ValueError) -> str:
     """Why a body is not JSON, in our words: the interpreter's own (a 5,000-digit integer names
     sys.set_int_max_str_digits) never reach a client."""
@@ -95,9 +109,7 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        body = json.loads(
-            text, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_unique
-        )
+        body = _DECODERS.decoder.decode(text)
     except RecursionError:
         raise bad_request(f"the request body nests deeper than {MAX_DEPTH} levels") from None
     except _DuplicateKey as exc:

@@ -111,3 +111,16 @@ def test_nothing_is_picked_when_no_healthy_replica_has_room() -> None:
     replicas = [Fake(healthy=False), Fake(has_room=False), Fake(healthy=False)]
     assert router.pick(replicas, 1) is None
     assert router.pick([Fake(), Fake(), Fake()], 1, exclude=frozenset({0, 1, 2})) is None
+
+
+def test_one_replica_is_picked_as_the_ring_would_pick_it() -> None:
+    router = Router(NAMES[:1])
+    for load in (0, 7, 1000):
+        assert router.pick([Fake(load=load)], 12345) == router.pick([Fake(load=load)], 99)
+        choice = router.pick([Fake(load=load)], 12345)
+        assert choice is not None and (choice.index, choice.affinity) == (0, HIT)
+    none = router.pick([Fake()], None)
+    assert none is not None and (none.index, none.affinity) == (0, NONE)
+    assert router.pick([Fake(healthy=False)], 1) is None
+    assert router.pick([Fake(has_room=False)], None) is None
+    assert router.pick([Fake()], 1, exclude=frozenset({0})) is None

@@ -131,6 +131,16 @@ class Admission:
             return False
         return self.in_flight < self.max_in_flight or self.waiting < self.queue_size
 
+    def try_start(self, lane: str, client: str = "") -> bool:
+        """Start at once when ``acquire`` would not wait (True); the usual case, without the
+        coroutine ``acquire`` costs. The caller gives the same ``lane`` to ``release``."""
+        if not self.split_lanes:
+            lane = SHORT
+        if self.queued[lane] == 0 and self._can_start(lane) and self._client_may_start(client):
+            self._start(lane, client)
+            return True
+        return False
+
     async def acquire(
         self, lane: str, priority: int = 0, timeout_s: float = 30.0, client: str = ""
     ) -> int:

@@ -14,9 +14,6 @@ generator such as ``ttft bench`` or ``tune``'s gateway step; it applies when con
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from ttft.gateway.errors import overloaded
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.runtime import ModelRuntime
@@ -44,9 +41,10 @@ class ClientShares:
         room = sum(r.admission.max_in_flight + r.admission.queue_size for r in runtime.replicas)
         return max(1, room // 2)
 
-    @contextmanager
-    def hold(self, client: str, runtime: ModelRuntime) -> Iterator[None]:
-        """Count one request of ``client`` while the block runs; refuse it over the limit."""
+    def take(self, client: str, runtime: ModelRuntime) -> tuple[str, str]:
+        """Count one request of ``client``, refused over the limit; the caller gives the
+        returned slot to ``give_back`` when the request ends. Not a context manager: a
+        generator-based one cost a generator and two extra frames on every request."""
         limit = self.limit(runtime)
         slot = (client, runtime.name)
         count = self.held.get(slot, 0)
@@ -60,11 +58,11 @@ class ClientShares:
                 "too_many_requests",
             )
         self.held[slot] = count + 1
-        try:
-            yield
-        finally:
-            left = self.held[slot] - 1
-            if left:
-                self.held[slot] = left
-            else:
-                del self.held[slot]
+        return slot
+
+    def give_back(self, slot: tuple[str, str]) -> None:
+        left = self.held[slot] - 1
+        if left:
+            self.held[slot] = left
+        else:
+            del self.held[slot]

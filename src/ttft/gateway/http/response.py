@@ -14,6 +14,12 @@ from typing import Protocol
 from ttft.gateway.errors import GatewayError
 from ttft.gateway.http.wire import REASONS
 
+# Each status's first two lines, formatted once.
+_STATUS_LINES = {
+    status: f"HTTP/1.1 {status} {reason}\r\nServer: ttft-gateway\r\n"
+    for status, reason in REASONS.items()
+}
+
 
 class Channel(Protocol):
     """The client connection a response is written to."""
@@ -95,26 +101,27 @@ class Response:
         """
         assert self.status is None, "response already started"
         self.status = status
-        lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", "Server: ttft-gateway"]
-        lines.extend(f"{k}: {v}" for k, v in headers)
+        # Built as one string: this runs for every response.
+        head = _STATUS_LINES.get(status) or f"HTTP/1.1 {status} Status\r\nServer: ttft-gateway\r\n"
+        head += "".join([f"{k}: {v}\r\n" for k, v in headers])
         if self.server_timing is not None and not any(
             k.lower() == "server-timing" for k, _ in headers
         ):
-            lines.append(f"Server-Timing: {self.server_timing()}")
+            head += f"Server-Timing: {self.server_timing()}\r\n"
         if length is not None:
-            lines.append(f"Content-Length: {length}")
+            head += f"Content-Length: {length}\r\n"
         elif self._conn.http11:
             self._chunked = True
-            lines.append("Transfer-Encoding: chunked")
+            head += "Transfer-Encoding: chunked\r\n"
         else:
             self.keep_alive = False
         if not self.keep_alive:
-            lines.append("Connection: close")
+            head += "Connection: close\r\n"
         elif not self._conn.http11:
             # HTTP/1.0 closes by default: a client that asked to keep the connection (ab -k,
             # old proxies) reads until the close unless the answer says it stays open.
-            lines.append("Connection: keep-alive")
-        self._head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+            head += "Connection: keep-alive\r\n"
+        self._head = (head + "\r\n").encode("latin-1")
 
     def write(self, data: bytes) -> None:
         """Send body bytes now (with the head, the first time)."""
@@ -127,7 +134,10 @@ class Response:
             data = self._head + data
             self._head = b""
             self.head_sent = True
-        self._write(data)
+        conn = self._conn  # ``_write`` inlined: this runs once per streamed event
+        transport = conn.transport
+        if transport is not None and not conn.closed:
+            transport.write(data)
 
     def end(self) -> None:
         """The body is complete."""

@@ -82,7 +82,10 @@ def framing(headers: dict[str, str], http11: bool, max_body_bytes: int) -> tuple
             f"request body of {length} bytes is over the gateway's limit of {max_body_bytes} bytes",
             code="body_too_large",
         )
-    tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+    connection = headers.get("connection")
+    if connection is None:  # the usual request: no set of tokens to build
+        return length, http11
+    tokens = {t.strip().lower() for t in connection.split(",")}
     return length, ("close" not in tokens) if http11 else ("keep-alive" in tokens)
 
 
@@ -158,7 +161,12 @@ class HeadParser:
         length = self.headers.get("content-length")
         if length is not None and not (length.isascii() and length.isdigit()):
             raise BadHead(f"bad Content-Length {length[:40]!r}")  # llhttp checks it too
-        return self._parser.get_method().decode("ascii"), target, version, self.headers
+        method = self._parser.get_method().decode("ascii")
+        # llhttp's parser holds our callbacks and we hold it: a reference cycle per request,
+        # which only the garbage collector could free (6 objects a request, a young-generation
+        # collection every ~100 requests). Dropped here, both go when the request's head does.
+        del self._parser
+        return method, target, version, self.headers
 
 
 def plain_head(
