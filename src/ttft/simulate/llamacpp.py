@@ -49,7 +49,7 @@ class _Slot:
     to_prefill: int = 0
     to_generate: int = 0
     chunk: int = 0  # prompt tokens in the running step
-    restored: int = 0  # prompt tokens loaded from the host prompt cache, charged once
+    restored: int = 0  # prompt tokens reused from a cache (the slot's or the host's), charged once
     decoding: bool = False  # a token of this slot is in the running step
 
 
@@ -112,10 +112,11 @@ class LlamaCppReplica(ReplicaSim):
                 entry, kept = self.host.best(request)
                 # at least one prompt token is always computed, to produce the first logits
                 cached = min(max(own, kept), request.prompt_tokens - 1)
-                slot.restored = 0
                 if entry is not None and kept > own:
                     self.host.take(entry)  # moved into the slot
-                    slot.restored = cached
+            # The calibration fits cached_token_s on hits in the prompt's own slot (its cached
+            # phase sends a prefix twice), so every hit is charged it, restored or not.
+            slot.restored = cached
             outcome.admitted_s = now
             outcome.cached_tokens = cached
             slot.outcome = outcome

@@ -4,6 +4,7 @@ with a made-up cost model: the tests check relations, never a machine's speed.""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
@@ -110,6 +111,19 @@ def test_a_prompt_loaded_from_the_host_cache_leaves_it() -> None:
     reqs += [req(300.0, 1, 103, 3), req(300.01, 1, 104, 4), req(300.02, 1, 105, 5)]
     out = simulate(reqs, COST, EngineSettings(slots=3)).outcomes
     assert [o.cached_tokens for o in out] == [0, 0, 0, 768, 768, 0]
+
+
+def test_a_hit_in_the_prompts_own_slot_is_charged_the_fitted_cost_per_cached_token() -> None:
+    """cached_token_s is fitted on hits in the slot that holds the prefix (the calibration's
+    cached phase), so such a hit pays it, not only a restore from the host cache."""
+    first = SimRequest(0.0, 1024, 4, (1, 2), 512, 0)
+    again = SimRequest(100.0, 1024, 4, (1, 3), 512, 1)
+    free = simulate([first, again], COST, EngineSettings(slots=1)).outcomes[1]
+    priced = replace(COST, cached_token_s=0.001)
+    paid = simulate([first, again], priced, EngineSettings(slots=1)).outcomes[1]
+    assert free.cached_tokens == paid.cached_tokens == 512
+    assert paid.ttft_s is not None and free.ttft_s is not None
+    assert paid.ttft_s - free.ttft_s == pytest.approx(0.512, rel=1e-6)
 
 
 def test_a_prompt_longer_than_a_slot_is_refused_not_lost() -> None:
