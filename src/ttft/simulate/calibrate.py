@@ -53,8 +53,8 @@ class CalibrationPlan:
 def _timing(record: RequestRecord, key: str) -> float | None:
     """A server-reported timing (llama-server's ``timings``), or the same quantity from the
     client's ladder and the usage counts for engines that report none (vLLM, SGLang, TGI): the
-    prompt time is then the whole TTFT (the fitted step base absorbs the transport), and the
-    generation time runs from the first to the last chunk."""
+    prompt time is then the whole TTFT (its sample counts one request's front-end overhead,
+    fitted apart), and the generation time runs from the first to the last chunk."""
     timings = record.server_timings
     if timings:
         value = timings.get(key)
@@ -84,7 +84,8 @@ def prefill_sample(record: RequestRecord, batch_tokens: int) -> StepSample | Non
     steps = math.ceil(n / batch_tokens)
     attention = n * (cached + n / 2) / 1000.0
     kind = "cached" if cached > 0 else "prefill"
-    return StepSample(kind, steps, n, 0.0, attention, cached, ms / 1000.0)
+    requests = 0.0 if record.server_timings else 1.0  # a client TTFT holds the front end
+    return StepSample(kind, steps, n, 0.0, attention, cached, ms / 1000.0, requests)
 
 
 def decode_sample(record: RequestRecord, batch: int) -> StepSample | None:

@@ -3,8 +3,9 @@
 Each sample is a stretch of engine work whose composition is known: ``steps`` steps that
 together computed ``prefill`` prompt tokens, ``decode`` sequence-tokens, an attention load
 (``attention_k``: context tokens attended to, in thousands, summed over the tokens computed) and
-``cached`` prompt tokens restored from the prefix cache, and took ``seconds``. The model is
-linear in those five, so a least-squares fit on relative error (every sample weighted by
+``cached`` prompt tokens restored from the prefix cache, and took ``seconds``; a TTFT measured
+at the client also holds one request's front-end overhead (``requests``). The model is linear
+in those six, so a least-squares fit on relative error (every sample weighted by
 1/seconds, so a 30 ms decode step counts as much as a 3 s prefill) gives the coefficients. A
 coefficient that comes out negative is dropped (set to 0) and the rest refitted: a cost is never
 negative.
@@ -21,7 +22,14 @@ from ttft.core.errors import TtftError
 from ttft.core.stats import percentile
 from ttft.simulate.model import CostModel, FitReport
 
-FEATURES = ("step_base_s", "prefill_token_s", "decode_seq_s", "attention_s", "cached_token_s")
+FEATURES = (
+    "step_base_s",
+    "prefill_token_s",
+    "decode_seq_s",
+    "attention_s",
+    "cached_token_s",
+    "request_s",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +41,13 @@ class StepSample:
     attention_k: float
     cached: float
     seconds: float
+    # Requests whose front-end cost (HTTP, tokenizing, scheduling) is inside ``seconds``: 1
+    # for a TTFT measured at the client (engines without server timings), 0 for an engine's
+    # own prompt time. Its coefficient is the per-request overhead (fitted apart from a step).
+    requests: float = 0.0
 
     def row(self) -> tuple[float, ...]:
-        return (self.steps, self.prefill, self.decode, self.attention_k, self.cached)
+        return (self.steps, self.prefill, self.decode, self.attention_k, self.cached, self.requests)
 
 
 def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float] | None:
@@ -122,6 +134,7 @@ def _fit(usable: Sequence[StepSample], overhead_s: float) -> tuple[CostModel, Fi
     values = dict.fromkeys(FEATURES, 0.0)
     for j, c in zip(active, coef, strict=True):
         values[FEATURES[j]] = c
+    overhead_s += values.pop("request_s")
     cost = CostModel(overhead_s=overhead_s, **values)
     points: list[dict[str, float | str]] = []
     rel: list[float] = []
@@ -166,4 +179,5 @@ def _predict(cost: CostModel, s: StepSample) -> float:
         + cost.decode_seq_s * s.decode
         + cost.attention_s * s.attention_k
         + cost.cached_token_s * s.cached
+        + cost.overhead_s * s.requests
     )

@@ -153,6 +153,7 @@ def speed_now(
                 cost.step_base_s
                 + cost.prefill_token_s * s.prefill
                 + cost.attention_s * s.attention_k
+                + cost.overhead_s * s.requests  # a client-timed TTFT holds the front end
             )
             if fitted > 0:
                 ratios.append(s.seconds / fitted)

@@ -114,4 +114,32 @@ def test_an_engine_without_server_timings_is_calibrated_from_the_client_ladder()
     assert s is not None and s.prefill == 400 and s.seconds == pytest.approx(0.9)
     d = decode_sample(r, 2)
     assert d is not None and d.steps == 47 and d.seconds == pytest.approx(47 * 0.02)
-    assert overhead_s([r]) == 0.0  # inside the prompt time, absorbed by the step base
+    assert overhead_s([r]) == 0.0  # inside the prompt time: the fit separates it
+    assert s.requests == 1.0  # the sample holds one request's front end
+
+
+def test_a_client_timed_ttft_gives_the_front_end_overhead_apart_from_the_step_base() -> None:
+    """With TTFTs measured at the client (vLLM), a prompt's time holds a per-request overhead
+    that decode steps do not: the fit returns it as overhead_s, not as a bigger step base (which
+    would charge it to every decode step and batch)."""
+    front_end = 0.018
+    out = [
+        StepSample(
+            "prefill",
+            1,
+            n,
+            0,
+            n * n / 2000,
+            0.0,
+            front_end
+            + TRUE.step_base_s
+            + TRUE.prefill_token_s * n
+            + TRUE.attention_s * n * n / 2000,
+            1.0,
+        )
+        for n in (64, 256, 512, 1024)
+    ]
+    out += [exact("decode", 40, 0, 40 * k, k * 40 * 60 / 1000) for k in (1, 2, 4)]
+    cost, _ = fit_cost(out, overhead_s=0.0)
+    assert cost.overhead_s == pytest.approx(front_end, rel=1e-3)
+    assert cost.step_base_s == pytest.approx(TRUE.step_base_s, rel=1e-3)
