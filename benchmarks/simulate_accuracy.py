@@ -24,13 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from simulate_errors import print_tally, tally
 from ttft.engines.control import ServerTokenizer
 from ttft.simulate.calibrate import run_calibration
 from ttft.simulate.model import Calibration
@@ -183,24 +183,10 @@ def main() -> None:
                 say=print,
                 progress=lambda line: None,
             )
-            for label, doc in (
-                ("as calibrated", out),
-                ("at today's speed", out.get("at_speed_now")),
-            ):
-                for cmp in (doc or {}).get("comparisons", []):
-                    if cmp["quantile"] in (50.0, 95.0):
-                        key = f"{label} p{cmp['quantile']:g}"
-                        errors.setdefault(key, []).append(abs(cmp["error"]))
-                        same = cmp.get("same_arrivals_error")
-                        if same is not None:
-                            errors.setdefault(key + " (same arrivals)", []).append(abs(same))
+            tally(errors, out)
             sys.stdout.flush()
     print()
-    for key, errs in sorted(errors.items()):
-        print(
-            f"mean |error| {key}: {statistics.fmean(errs):.1%} over {len(errs)} points "
-            f"(max {max(errs):.1%})"
-        )
+    print_tally(errors)
     print(
         "bar (issue 29): p50 within 10%, p95 within 15%. 'same arrivals' is the model's error "
         "(the simulation of exactly the sent arrivals); the plain error adds the sampling "

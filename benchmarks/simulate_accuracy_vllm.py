@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from simulate_errors import print_tally, tally
 from ttft.core.target import Target
 from ttft.engines.control import ServerTokenizer
 from ttft.engines.vllm.local import RunningVllm, VllmConfig, launch_vllm
@@ -159,22 +159,10 @@ def main() -> None:
                     say=print,
                     progress=lambda line: None,
                 )
-                docs = (("as calibrated", out), ("at today's speed", out.get("at_speed_now")))
-                for label, doc in docs:
-                    for cmp in (doc or {}).get("comparisons", []):
-                        if cmp["quantile"] in (50.0, 95.0):
-                            key = f"{label} p{cmp['quantile']:g}"
-                            errors.setdefault(key, []).append(abs(cmp["error"]))
-                            same = cmp.get("same_arrivals_error")
-                            if same is not None:
-                                errors.setdefault(key + " (same arrivals)", []).append(abs(same))
+                tally(errors, out)
                 sys.stdout.flush()
     print()
-    for key, errs in sorted(errors.items()):
-        print(
-            f"mean |error| {key}: {statistics.fmean(errs):.1%} over {len(errs)} points "
-            f"(max {max(errs):.1%})"
-        )
+    print_tally(errors)
     print("bar (issue 29): p50 within 10%, p95 within 15% ('same arrivals' is the model's error)")
     print(f"load average {os.getloadavg()[0]:.1f}, {time.time() - started:.0f} s")
 
