@@ -10,8 +10,6 @@ three, the better of two attempts); benchmarks/simulate_accuracy.py measures the
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from ttft.core.target import Target
@@ -83,26 +81,22 @@ def _predicted_over_measured_p50(
     return p50.predicted_s / p50.measured_s
 
 
-def test_a_two_replica_point_is_validated_through_a_real_gateway(
-    embedded_server: RunningEngine,
-) -> None:
+def test_a_two_replica_point_is_validated_through_a_real_gateway() -> None:
     """``--validate`` on a 2-replica prefix-affinity point starts two embedded engines behind a
     real ``ttft gateway``, sends the point's arrivals through it, and compares with the
     simulation given the gateway's own ring names and prompt keys. Without --threads the two
     engines share the cores, which the result says in a note."""
+    from ttft.simulate.targets import engine
     from ttft.simulate.validate_point import validate_point
 
-    target = Target(
-        embedded_server.base_url,
-        embedded_server.model_name,
-        embedded_server.metrics_url,
-        "llamacpp",
-    )
-    tokenizer = ServerTokenizer(target)
-    cal, _ = run_calibration(target, tokenizer, settings_of(target, "llamacpp"), plan=PLAN)
-    # The shared engine runs without --swa-full, so it reuses no prefix and the calibration
-    # says so; the validation's engines run with it (as `ttft simulate calibrate` starts its own).
-    cal = replace(cal, engine=replace(cal.engine, prefix_cache=True))
+    # calibrated as `ttft simulate calibrate` does it: its own embedded engine, with --swa-full
+    # (the session's shared engine runs without it and reuses no prefix, so a calibration of it
+    # fits a hit's cost from prompts that were not hits)
+    with engine(None, slots=2) as live:
+        cal, _ = run_calibration(
+            live.target, ServerTokenizer(live.target), live.settings, plan=PLAN
+        )
+    assert cal.engine.prefix_cache
     # two groups whose shared prefix covers the gateway's whole key (8 blocks of 256 chars)
     source = WorkloadSource(
         rate=0.5,
