@@ -24,19 +24,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from simulate_errors import print_tally, tally
+from simulate_errors import print_tally, run_point
 from ttft.engines.control import ServerTokenizer
 from ttft.simulate.calibrate import run_calibration
 from ttft.simulate.model import Calibration
 from ttft.simulate.targets import engine
-from ttft.simulate.validate_point import validate_point
-from ttft.simulate.whatif import Config, predict
+from ttft.simulate.whatif import Config
 from ttft.simulate.workloads import WorkloadSource
 from ttft.workload.trace import TraceSpec
 
@@ -163,28 +161,8 @@ def main() -> None:
         if args.points != "all":
             chosen = [chosen[int(i)] for i in args.points.split(",")]
         for point in chosen:
-            source = point.source
-
-            def workload(seed: int, source: WorkloadSource = source) -> list:  # type: ignore[type-arg]
-                return source.requests(0 if source.trace is not None else seed)
-
             config = replace(point.config, label=point.label)
-            prediction = predict(cal, workload, config, runs=args.runs)
-            print(point.label)
-            out = validate_point(
-                cal,
-                source,
-                workload(0),
-                prediction,
-                None,
-                lambda moved, workload=workload, config=config: predict(  # type: ignore[misc]
-                    moved, workload, config, runs=args.runs
-                ),
-                say=print,
-                progress=lambda line: None,
-            )
-            tally(errors, out)
-            sys.stdout.flush()
+            run_point(cal, point.source, config, None, args.runs, errors)
     print()
     print_tally(errors)
     print(

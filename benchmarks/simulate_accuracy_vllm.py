@@ -21,22 +21,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulate_errors import print_tally, tally
+from simulate_errors import print_tally, run_point
 from ttft.core.target import Target
 from ttft.engines.control import ServerTokenizer
 from ttft.engines.vllm.local import RunningVllm, VllmConfig, launch_vllm
 from ttft.simulate.calibrate import run_calibration
 from ttft.simulate.model import Calibration
 from ttft.simulate.targets import settings_of
-from ttft.simulate.validate_point import validate_point
-from ttft.simulate.whatif import Config, predict
+from ttft.simulate.whatif import Config
 from ttft.simulate.workloads import WorkloadSource
 
 
@@ -139,28 +137,8 @@ def main() -> None:
                 chosen = [chosen[int(i)] for i in args.points.split(",")]
             for point in chosen:
                 running = engine(point.seqs, point.batch)
-                source = point.source
                 config = Config(slots=point.seqs, batch_tokens=point.batch, label=point.label)
-
-                def workload(seed: int, source: WorkloadSource = source) -> list:  # type: ignore[type-arg]
-                    return source.requests(seed)
-
-                prediction = predict(cal, workload, config, runs=args.runs)
-                print(point.label)
-                out = validate_point(
-                    cal,
-                    source,
-                    workload(0),
-                    prediction,
-                    running.base_url,
-                    lambda moved, workload=workload, config=config: predict(  # type: ignore[misc]
-                        moved, workload, config, runs=args.runs
-                    ),
-                    say=print,
-                    progress=lambda line: None,
-                )
-                tally(errors, out)
-                sys.stdout.flush()
+                run_point(cal, point.source, config, running.base_url, args.runs, errors)
     print()
     print_tally(errors)
     print("bar (issue 29): p50 within 10%, p95 within 15% ('same arrivals' is the model's error)")

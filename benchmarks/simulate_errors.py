@@ -1,10 +1,18 @@
-"""The error tally both accuracy benchmarks print (``simulate_accuracy*.py``): per quantile,
-predicted against measured and the same-arrivals error, over every validated point."""
+"""What both accuracy benchmarks (``simulate_accuracy*.py``) do per point: predict it, run it
+through ``ttft simulate run --validate``'s own code, and tally per quantile the error of the
+prediction and of the same-arrivals simulation against measured."""
 
 from __future__ import annotations
 
 import statistics
+import sys
 from typing import Any
+
+from ttft.simulate.model import Calibration
+from ttft.simulate.requests import SimRequest
+from ttft.simulate.validate_point import validate_point
+from ttft.simulate.whatif import Config, predict
+from ttft.simulate.workloads import WorkloadSource
 
 Errors = dict[str, list[float]]
 
@@ -32,3 +40,33 @@ def print_tally(errors: Errors) -> None:
             f"mean |error| {key}: {statistics.fmean(errs):.1%} over {len(errs)} points "
             f"(max {max(errs):.1%})"
         )
+
+
+def run_point(
+    cal: Calibration,
+    source: WorkloadSource,
+    config: Config,
+    url: str | None,
+    runs: int,
+    errors: Errors,
+) -> None:
+    """Predict ``config`` on ``source``, measure it on the engine (the embedded one without
+    ``url``), print both and add the point's errors to ``errors``."""
+
+    def workload(seed: int) -> list[SimRequest]:
+        return source.requests(seed)  # a trace keeps its own times whatever the seed
+
+    prediction = predict(cal, workload, config, runs=runs)
+    print(config.label)
+    out = validate_point(
+        cal,
+        source,
+        workload(0),
+        prediction,
+        url,
+        lambda moved: predict(moved, workload, config, runs=runs),
+        say=print,
+        progress=lambda line: None,
+    )
+    tally(errors, out)
+    sys.stdout.flush()

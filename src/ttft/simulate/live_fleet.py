@@ -25,7 +25,7 @@ from ttft.engines.process import ServerProcess, free_loopback_port
 from ttft.gateway.config import RoutingConfig
 from ttft.gateway.config_checks import check_upstream_url
 from ttft.gateway.routing import affinity_key
-from ttft.simulate.cores import core_groups, pin
+from ttft.simulate.cores import core_groups
 from ttft.workload.requests import WorkItem
 
 GATEWAY_POLICIES = ("least-loaded", "prefix-affinity")
@@ -91,23 +91,14 @@ def embedded_fleet(
     threads: int | None = None,
 ) -> Iterator[LiveFleet]:
     """``replicas`` embedded llama-servers and a gateway in front, stopped when the block ends."""
-    from ttft.engines.llamacpp.embedded import launch_embedded
-    from ttft.simulate.targets import EMBEDDED_CTX_PER_SLOT
+    from ttft.simulate.targets import launch_pinned
 
     groups = core_groups(replicas, threads)
     with contextlib.ExitStack() as stack:
         engines = []
         for i in range(replicas):
-            running = launch_embedded(
-                ctx_size=EMBEDDED_CTX_PER_SLOT * slots,
-                parallel=slots,
-                batch_size=batch_tokens,
-                threads=threads,
-                extra_args=("--swa-full",),
-            )
+            running = launch_pinned(slots, batch_tokens, threads, groups[i] if groups else None)
             stack.callback(running.stop)
-            if groups is not None and running.process.pid is not None:
-                pin(running.process.pid, groups[i])
             engines.append(running)
         urls = [check_upstream_url(e.base_url, "upstream") for e in engines]
         model = engines[0].model_name

@@ -4,14 +4,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ttft.core.errors import TtftError
 from ttft.core.target import Target
 from ttft.engines.control import ControlClient, ControlError, complete_target
+from ttft.simulate.cores import core_groups, pin
 from ttft.simulate.model import EngineKind, EngineSettings
+
+if TYPE_CHECKING:  # the engine's module loads only when one is started
+    from ttft.engines.llamacpp.embedded import RunningEngine
 
 EMBEDDED_CTX_PER_SLOT = 2048
 DEFAULT_BATCH = {"llamacpp": 2048, "vllm": 2048}
@@ -92,6 +97,27 @@ def _int(text: str | None) -> int | None:
     return value if value is not None and value > 0 else None
 
 
+def launch_pinned(
+    slots: int, batch_tokens: int | None, threads: int | None, cores: Sequence[int] | None
+) -> RunningEngine:
+    """The embedded llama-server as the simulator runs it (a calibration, or one replica of a
+    validation): ``slots`` slots, ``threads`` threads pinned to ``cores`` when given."""
+    from ttft.engines.llamacpp.embedded import launch_embedded
+
+    # Gemma 3 slides its attention window: without --swa-full llama-server reuses a prefix only
+    # from a checkpoint near the end of the previous prompt (see cli/trace_options.py)
+    running = launch_embedded(
+        ctx_size=EMBEDDED_CTX_PER_SLOT * slots,
+        parallel=slots,
+        batch_size=batch_tokens,
+        threads=threads,
+        extra_args=("--swa-full",),
+    )
+    if cores is not None and running.process.pid is not None:
+        pin(running.process.pid, cores)
+    return running
+
+
 @contextmanager
 def engine(
     url: str | None,
@@ -121,22 +147,9 @@ def engine(
             "the embedded engine is llama.cpp; a vLLM calibration needs --url",
             "start vLLM and give its URL with --url, or use --engine llamacpp",
         )
-    from ttft.engines.llamacpp.embedded import launch_embedded
-    from ttft.simulate.cores import core_groups, pin
-
     n = slots or DEFAULT_SLOTS["llamacpp"]
-    # Gemma 3 slides its attention window: without --swa-full llama-server reuses a prefix only
-    # from a checkpoint near the end of the previous prompt (see cli/trace_options.py)
-    running = launch_embedded(
-        ctx_size=EMBEDDED_CTX_PER_SLOT * n,
-        parallel=n,
-        batch_size=batch_tokens,
-        threads=threads,
-        extra_args=("--swa-full",),
-    )
     groups = core_groups(1, threads)
-    if groups is not None and running.process.pid is not None:
-        pin(running.process.pid, groups[0])
+    running = launch_pinned(n, batch_tokens, threads, groups[0] if groups else None)
     try:
         target = Target(running.base_url, running.model_name, running.metrics_url, "llamacpp")
         settings = settings_of(target, "llamacpp", slots=n, batch_tokens=batch_tokens)
