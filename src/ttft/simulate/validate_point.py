@@ -55,10 +55,7 @@ def validate_point(
             mirrored = [
                 replace(r, route_key=k) for r, k in zip(requests, route_keys(items), strict=True)
             ]
-            mirror = predict(
-                cal, lambda _seed: mirrored, replace(config, replica_names=names), runs=1
-            )
-            prediction = replace(prediction, first_ttft_s=mirror.first_ttft_s)
+            prediction = replace(prediction, first_ttft_s=_mirror(cal, mirrored, config, names))
         speed = speed_now(probe, tokenizer, cal.cost)
         progress(f"  validate: {len(items)} requests on {target.root}")
         records = measure(target, items, arrival)
@@ -70,9 +67,10 @@ def validate_point(
         # the machine computes at another speed than during the calibration: the same model
         # at today's speed separates the model's error from the machine's drift
         say(f"  the engine runs x{speed:.2f} the calibration's prompt time now")
-        moved = again(replace(cal, cost=cal.cost.scaled(speed)))
+        moved_cal = replace(cal, cost=cal.cost.scaled(speed))
+        moved = again(moved_cal)
         if names:
-            moved = replace(moved, first_ttft_s=_mirror_at(cal, speed, mirrored, config, names))
+            moved = replace(moved, first_ttft_s=_mirror(moved_cal, mirrored, config, names))
         result_now = compare("at today's speed", moved, records)
         _say_all(say, comparison_lines(f"at today's speed (x{speed:.2f})", result_now))
         out["at_speed_now"] = result_now.to_dict()
@@ -81,15 +79,11 @@ def validate_point(
     return out
 
 
-def _mirror_at(
-    cal: Calibration,
-    speed: float,
-    requests: list[SimRequest],
-    config: Config,
-    names: tuple[str, ...],
+def _mirror(
+    cal: Calibration, requests: list[SimRequest], config: Config, names: tuple[str, ...]
 ) -> dict[float, float]:
-    moved = replace(cal, cost=cal.cost.scaled(speed))
-    mirror = predict(moved, lambda _seed: requests, replace(config, replica_names=names), runs=1)
+    """The simulation of exactly ``requests`` on the gateway's own ring (``names``)."""
+    mirror = predict(cal, lambda _seed: requests, replace(config, replica_names=names), runs=1)
     return mirror.first_ttft_s
 
 
