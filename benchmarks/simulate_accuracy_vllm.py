@@ -1,5 +1,8 @@
 """How far to trust ``ttft simulate`` on vLLM: predicted against measured TTFT on the real vLLM
-CPU build (``scripts/install_vllm.sh``: the small local model, dummy weights).
+CPU build (``scripts/install_vllm.sh``), serving a local model with dummy weights: by default
+``ttft-small-llama`` (~60M parameters, about 1 ms of compute per prompt token here, so prefill
+outweighs vLLM's front end as on a real model); ``--model ttft-tiny-llama`` measures the tiny
+one, whose TTFT is almost all front end.
 
 One calibration of vLLM at ``--cal-seqs`` (its ``--max-num-seqs``), then points it did not
 use: other rates, prompt lengths, prefix sharing (vLLM's block prefix cache), and other
@@ -31,6 +34,7 @@ from simulate_errors import print_tally, run_point
 from ttft.core.target import Target
 from ttft.engines.control import ServerTokenizer
 from ttft.engines.vllm.local import RunningVllm, VllmConfig, launch_vllm
+from ttft.engines.vllm.make_model import SIZES, SMALL_MODEL_NAME
 from ttft.simulate.calibrate import run_calibration
 from ttft.simulate.model import Calibration
 from ttft.simulate.targets import settings_of
@@ -47,9 +51,9 @@ class Point:
 
 
 @contextlib.contextmanager
-def vllm(seqs: int, batch: int, tmp: Path) -> Iterator[RunningVllm]:
+def vllm(seqs: int, batch: int, tmp: Path, model: str) -> Iterator[RunningVllm]:
     engine = launch_vllm(
-        VllmConfig(max_num_seqs=seqs, max_num_batched_tokens=batch),
+        VllmConfig(max_num_seqs=seqs, max_num_batched_tokens=batch, local_model=model),
         log_path=tmp / f"vllm-{seqs}-{batch}.log",
     )
     try:
@@ -102,6 +106,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--points", default="all", help="all, or indexes like 0,3")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--model", default=SMALL_MODEL_NAME, choices=sorted(SIZES))
     args = parser.parse_args()
     started = time.time()
     errors: dict[str, list[float]] = {}
@@ -114,7 +119,7 @@ def main() -> None:
                 if (seqs, batch) not in engines:
                     for key in list(engines):  # one vLLM at a time: they share the 2 cores
                         engines.pop(key).stop()
-                    engines[(seqs, batch)] = stack.enter_context(vllm(seqs, batch, tmp))
+                    engines[(seqs, batch)] = stack.enter_context(vllm(seqs, batch, tmp, args.model))
                 return engines[(seqs, batch)]
 
             live = target_of(engine(args.cal_seqs, args.batch))

@@ -10,7 +10,11 @@ meant to be):
 2. **decode**: 1, half the slots and all the slots streaming at once (short prompts, fixed
    output with ``ignore_eos``): ``predicted_ms`` per token against the batch size;
 3. **cached**: a prompt, then the same prompt with a new ending: the second's ``cache_n`` and
-   ``prompt_ms`` give the cost of a prefix-cache hit;
+   ``prompt_ms`` give the cost of a prefix-cache hit. An engine that reports no cached tokens
+   per request (vLLM without ``--enable-prompt-tokens-details``) is asked by its metrics: the
+   prefix-cache hit counter's rise over the second request, run alone. Where neither says, the
+   second of each pair is left out of the fit: a hit read as a full prefill would price every
+   prompt token at a hit's cost;
 4. **burst**: every slot gets a prompt at the same moment (one output token): not fitted, kept
    as a check of the scheduler model (the fit's report shows predicted against measured).
 """
@@ -27,6 +31,9 @@ from typing import Any
 from ttft.core.errors import TtftError
 from ttft.core.records import RequestRecord
 from ttft.core.target import Target
+from ttft.engines.metrics import CommonMetric
+from ttft.engines.prometheus import scrape_url
+from ttft.engines.registry import adapter_for
 from ttft.probe.sampler import sample
 from ttft.simulate.fit import StepSample, fit_cost
 from ttft.simulate.model import Calibration, EngineSettings
@@ -59,9 +66,9 @@ def _timing(record: RequestRecord, key: str) -> float | None:
     if timings:
         value = timings.get(key)
         return float(value) if value is not None else None
+    if key == "cache_n":  # None: the engine did not say (not the same as nothing cached)
+        return None if record.cached_tokens is None else float(record.cached_tokens)
     cached = float(record.cached_tokens or 0)
-    if key == "cache_n":
-        return cached
     if key == "prompt_n":
         return None if record.prompt_tokens is None else record.prompt_tokens - cached
     if key == "predicted_n":
@@ -122,10 +129,50 @@ def prefix_reuse(records: Sequence[RequestRecord]) -> float | None:
     """Median share of the prompt the engine restored on the second of each cached pair."""
     shares = []
     for second in records[1::2]:
+        if cache_unknown(second):
+            continue
         cached, computed = _timing(second, "cache_n"), _timing(second, "prompt_n")
         if second.ok and cached is not None and computed is not None and cached + computed > 0:
             shares.append(cached / (cached + computed))
     return statistics.median(shares) if shares else None
+
+
+def cache_unknown(record: RequestRecord) -> bool:
+    """Neither the engine's timings nor its usage said how much of the prompt was cached."""
+    return not record.server_timings and record.cached_tokens is None
+
+
+UNKNOWN_HITS = (
+    "the engine reported no cached prompt tokens (vLLM: start it with "
+    "--enable-prompt-tokens-details, or give ttft its metrics URL): the cost of a prefix hit "
+    "was not measured and the prefix-cache samples were left out"
+)
+
+
+def hit_counter(target: Target) -> Callable[[], float | None] | None:
+    """A reader of the engine's prefix-cache hit-token counter, or None where the target has
+    no metrics URL or its engine exports no such counter."""
+    if not target.metrics_url or not target.engine_kind:
+        return None
+    try:
+        source = adapter_for(target.engine_kind).metric_sources().get(
+            CommonMetric.PREFIX_CACHE_HIT_TOKENS
+        )
+    except TtftError:
+        return None
+    if source is None:
+        return None
+    url, headers = target.metrics_url, target.auth_headers()
+
+    def read() -> float | None:
+        try:
+            scrape = scrape_url(url, timeout_s=5.0, headers=headers)
+        except TtftError:
+            return None
+        totals = (scrape.total(name) for name in source.names)
+        return next((t for t in totals if t is not None), None)
+
+    return read
 
 
 def client_ttft_s(record: RequestRecord) -> float | None:
@@ -207,15 +254,22 @@ def run_calibration(
         )
     if settings.prefix_cache:
         say("cached: the same prefix twice")
+        hits = hit_counter(target)
         for prefix in plan.cached_prefixes:
             if prefix + plan.cached_suffix > limit:
                 continue
             head = prompts.text(prefix, "c")
-            pair = [
+            first, second = (
                 prompts.item(head + " " + prompts.text(plan.cached_suffix, "s"), 4, "cached")
                 for _ in range(2)
-            ]
-            run("cached", pair, 1)
+            )
+            run("cached", [first], 1)
+            before = hits() if hits else None
+            (record,) = run("cached", [second], 1)
+            after = hits() if hits else None
+            if cache_unknown(record) and before is not None and after is not None:
+                # run alone, the counter's rise is this request's hit
+                phases["cached"][-1] = replace(record, cached_tokens=round(after - before))
     say(f"burst: {settings.slots} prompts of {plan.burst_prompt} tokens at once")
     burst = [
         prompts.item(prompts.text(min(plan.burst_prompt, limit), "b"), 1, "burst")
@@ -228,7 +282,11 @@ def run_calibration(
 def fit_phases(phases: dict[str, list[RequestRecord]], settings: EngineSettings) -> Calibration:
     """The cost model from the phases' records (pure: also used on records read back)."""
     samples: list[StepSample] = []
-    for record in phases.get("prefill", []) + phases.get("cached", []):
+    cached = phases.get("cached", [])
+    # the second of each pair hit a prefix: unknown how much, it is no sample
+    unknown = [r for r in cached[1::2] if cache_unknown(r)]
+    usable_cached = [r for i, r in enumerate(cached) if i % 2 == 0 or not cache_unknown(r)]
+    for record in phases.get("prefill", []) + usable_cached:
         s = prefill_sample(record, settings.batch_tokens)
         if s is not None:
             samples.append(s)
@@ -237,6 +295,8 @@ def fit_phases(phases: dict[str, list[RequestRecord]], settings: EngineSettings)
             batch = int(name.split()[1])
             samples += [s for s in (decode_sample(r, batch) for r in records) if s is not None]
     cost, report = fit_cost(samples, overhead_s(phases.get("prefill", [])))
+    if unknown:
+        report = replace(report, notes=(*report.notes, UNKNOWN_HITS))
     source: dict[str, Any] = {"phases": {k: len(v) for k, v in phases.items()}}
     reuse = prefix_reuse(phases.get("cached", []))
     if reuse is not None:

@@ -70,3 +70,28 @@ def test_model_marker_decides_completeness(tmp_path: Path) -> None:
     assert not make_model.is_complete(tmp_path)
     (tmp_path / make_model.MARKER).write_text(f'{{"layout": {make_model.LAYOUT_VERSION}}}')
     assert make_model.is_complete(tmp_path)
+
+
+def test_local_model_sizes_share_everything_but_their_shape() -> None:
+    """The small model differs from the tiny one only in its layers' shape, so both serve the
+    same tokenizer, template and context length."""
+    tiny = make_model._config(make_model.MODEL_NAME)
+    small = make_model._config(make_model.SMALL_MODEL_NAME)
+    shape = set(make_model.SIZES[make_model.MODEL_NAME])
+    assert {k: v for k, v in tiny.items() if k not in shape} == {
+        k: v for k, v in small.items() if k not in shape
+    }
+    assert small["num_hidden_layers"] > tiny["num_hidden_layers"]  # type: ignore[operator]
+    assert small["hidden_size"] > tiny["hidden_size"]  # type: ignore[operator]
+
+
+def test_unknown_local_model_is_refused_with_the_choices() -> None:
+    with pytest.raises(TtftError, match="no local vLLM model 'big'") as info:
+        local.local_model("big")
+    assert make_model.SMALL_MODEL_NAME in str(info.value.fix)
+
+
+def test_each_local_model_has_its_own_folder(tmp_path: Path) -> None:
+    assert make_model.model_dir(tmp_path) != make_model.model_dir(
+        tmp_path, make_model.SMALL_MODEL_NAME
+    )

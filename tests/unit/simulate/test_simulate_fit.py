@@ -143,3 +143,46 @@ def test_a_client_timed_ttft_gives_the_front_end_overhead_apart_from_the_step_ba
     cost, _ = fit_cost(out, overhead_s=0.0)
     assert cost.overhead_s == pytest.approx(front_end, rel=1e-3)
     assert cost.step_base_s == pytest.approx(TRUE.step_base_s, rel=1e-3)
+
+
+def client_record(prompt: int, ttft_ms: float, cached: int | None) -> RequestRecord:
+    """A record as vLLM gives it: no server timings, usage counts only."""
+    r = RequestRecord(index=0, sent_ns=0, first_content_ns=int(ttft_ms * 1e6))
+    r.done_ns = r.first_content_ns + 60_000_000
+    r.chunk_ns = [r.first_content_ns + i * 20_000_000 for i in range(4)]
+    r.prompt_tokens, r.cached_tokens, r.completion_tokens = prompt, cached, 4
+    return r
+
+
+def client_phases(second_cached: int | None) -> dict[str, list[RequestRecord]]:
+    """A ladder at 1 ms per prompt token plus 40 ms, and cached pairs whose second request
+    computed only its 49-token ending (90 ms), as a vLLM with a prefix cache does."""
+    pairs = []
+    for n in (305, 561, 1073):
+        pairs += [client_record(n, 40 + n, 0), client_record(n, 90.0, second_cached)]
+    return {
+        "prefill": [client_record(n, 40 + n, 0) for n in (65, 257, 513, 1025, 1537)],
+        "cached": pairs,
+        "decode 1": [client_record(33, 60, 0)],
+    }
+
+
+def test_a_hit_the_engine_did_not_count_is_left_out_instead_of_read_as_a_cheap_prefill() -> None:
+    """vLLM reports no cached tokens unless started with --enable-prompt-tokens-details: read
+    as 0 cached, a 1,073-token hit at 90 ms made prefill look free (the fit went to 0 ms per
+    token). Unknown hits are no samples, the prefix cache stays on, and the report says why."""
+    settings = EngineSettings(slots=4, batch_tokens=2048, ctx_per_slot=4096, kind="vllm")
+    cal = fit_phases(client_phases(second_cached=None), settings)
+    assert cal.cost.prefill_token_s == pytest.approx(0.001, rel=0.05)
+    assert cal.engine.prefix_cache
+    assert any("reported no cached prompt tokens" in n for n in cal.fit.notes)
+
+
+def test_a_hit_counted_by_the_engine_prices_the_cached_tokens() -> None:
+    settings = EngineSettings(slots=4, batch_tokens=2048, ctx_per_slot=4096, kind="vllm")
+    cal = fit_phases(client_phases(second_cached=None), settings)
+    counted = fit_phases(client_phases(second_cached=1024), settings)
+    assert counted.cost.prefill_token_s == pytest.approx(0.001, rel=0.05)
+    assert not any("reported no cached prompt tokens" in n for n in counted.fit.notes)
+    assert counted.source["prefix_reuse"] > 0.9
+    assert "prefix_reuse" not in cal.source  # unknown is not "no reuse"

@@ -26,14 +26,16 @@ from ttft.engines.vllm.install import (
     vllm_binary,
     vllm_home,
 )
-from ttft.engines.vllm.make_model import MODEL_NAME, ensure_model
+from ttft.engines.vllm.make_model import MODEL_NAME, SIZES, ensure_model
 
 
 @dataclass(frozen=True)
 class VllmConfig:
     """What ``vllm serve`` is started with; ``extra_args`` go last, verbatim."""
 
-    model: str | None = None  # a model folder; None: the small local model (dummy weights)
+    model: str | None = None  # a model folder; None: the local model ``local_model``
+    # Which local model (dummy weights) when ``model`` is None: make_model.SIZES.
+    local_model: str = MODEL_NAME
     served_model_name: str | None = None
     host: str = "127.0.0.1"
     port: int = 0  # 0: a free loopback port
@@ -121,10 +123,12 @@ def require_vllm() -> Path:
     return exe
 
 
-def local_model() -> Path:
-    """The small local model folder, built on first use."""
+def local_model(name: str = MODEL_NAME) -> Path:
+    """The local model folder ``name`` (``make_model.SIZES``), built on first use."""
+    if name not in SIZES:
+        raise TtftError(f"no local vLLM model {name!r}", f"choose one of {', '.join(SIZES)}")
     try:
-        return ensure_model(venv_python(), vllm_home())
+        return ensure_model(venv_python(), vllm_home(), name)
     except RuntimeError as exc:
         raise TtftError(
             str(exc), "reinstall: python -m ttft.engines.vllm.install --force"
@@ -174,8 +178,8 @@ def launch_vllm(
     config = config or VllmConfig()
     exe = str(require_vllm())
     if config.model is None:
-        model, dummy = str(local_model()), True
-        name = config.served_model_name or MODEL_NAME
+        model, dummy = str(local_model(config.local_model)), True
+        name = config.served_model_name or config.local_model
         config = dataclasses.replace(config, served_model_name=name)
     else:
         model, dummy = config.model, False

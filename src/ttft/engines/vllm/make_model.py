@@ -1,9 +1,17 @@
-"""A small Llama model folder vLLM can serve without downloading weights.
+"""Small Llama model folders vLLM can serve without downloading weights.
 
-No weights can be fetched here, so the folder holds a config (4 layers, hidden 256, vocab 8192), a
-byte-level BPE tokenizer trained locally on text that ships with Python (``pydoc_data``), and a chat
-template; vLLM serves it with ``--load-format dummy`` (random weights). Its scheduler, prefix
-cache, chunked prefill, KV cache and metrics are all real; only the answers are gibberish.
+No weights can be fetched here, so a folder holds a config, a byte-level BPE tokenizer trained
+locally on text that ships with Python (``pydoc_data``), and a chat template; vLLM serves it with
+``--load-format dummy`` (random weights). Its scheduler, prefix cache, chunked prefill, KV cache
+and metrics are all real; only the answers are gibberish. Two sizes (``SIZES``):
+
+- ``ttft-tiny-llama`` (4 layers, hidden 256): starts fast and answers in milliseconds; its TTFT is
+  almost all vLLM's front end (HTTP, tokenizing, the scheduler's Python), the right subject for
+  tests of everything around the model;
+- ``ttft-small-llama`` (8 layers, hidden 768, ~60M parameters): about 1 ms of compute per prompt
+  token on two CPU cores, so a prompt's prefill outweighs the front end as it does on a real
+  model; the subject for anything that fits or checks the engine's compute costs
+  (``ttft simulate``'s accuracy on vLLM).
 
 This file runs inside vLLM's own environment (it needs ``tokenizers``): ``ensure_model`` calls it
 with that interpreter, so ttft's environment never imports ``tokenizers``.
@@ -18,6 +26,24 @@ import sys
 from pathlib import Path
 
 MODEL_NAME = "ttft-tiny-llama"
+SMALL_MODEL_NAME = "ttft-small-llama"
+# The shape of each size; the rest of the config is shared.
+SIZES: dict[str, dict[str, int]] = {
+    MODEL_NAME: {
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    },
+    SMALL_MODEL_NAME: {
+        "hidden_size": 768,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 8,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 4,
+    },
+}
 VOCAB_SIZE = 8192
 MAX_POSITIONS = 4096
 SPECIALS = ("<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>")
@@ -29,15 +55,11 @@ MARKER = "ttft-model.json"  # written last: a folder with it is complete
 LAYOUT_VERSION = 1
 
 
-def _config() -> dict[str, object]:
+def _config(name: str) -> dict[str, object]:
     return {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
-        "hidden_size": 256,
-        "intermediate_size": 768,
-        "num_hidden_layers": 4,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
+        **SIZES[name],
         "head_dim": 64,
         "vocab_size": VOCAB_SIZE,
         "max_position_embeddings": MAX_POSITIONS,
@@ -79,10 +101,10 @@ def _train_tokenizer(out: Path) -> None:
     tok.save(str(out / "tokenizer.json"))
 
 
-def build(out: Path) -> Path:
-    """Write the model folder (run with vLLM's interpreter); returns it."""
+def build(out: Path, name: str = MODEL_NAME) -> Path:
+    """Write the model folder of size ``name`` (run with vLLM's interpreter); returns it."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(_config(), indent=2))
+    (out / "config.json").write_text(json.dumps(_config(name), indent=2))
     (out / "generation_config.json").write_text(
         json.dumps({"bos_token_id": 1, "eos_token_id": 2, "do_sample": False})
     )
@@ -101,12 +123,12 @@ def build(out: Path) -> Path:
     (out / "special_tokens_map.json").write_text(
         json.dumps({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"})
     )
-    (out / MARKER).write_text(json.dumps({"name": MODEL_NAME, "layout": LAYOUT_VERSION}))
+    (out / MARKER).write_text(json.dumps({"name": name, "layout": LAYOUT_VERSION}))
     return out
 
 
-def model_dir(home: Path) -> Path:
-    return home / "models" / MODEL_NAME
+def model_dir(home: Path, name: str = MODEL_NAME) -> Path:
+    return home / "models" / name
 
 
 def is_complete(path: Path) -> bool:
@@ -117,15 +139,18 @@ def is_complete(path: Path) -> bool:
     return isinstance(marker, dict) and marker.get("layout") == LAYOUT_VERSION
 
 
-def ensure_model(python: Path, home: Path) -> Path:
-    """The model folder under ``home``, built with vLLM's interpreter ``python`` if missing."""
-    path = model_dir(home)
+def ensure_model(python: Path, home: Path, name: str = MODEL_NAME) -> Path:
+    """The model folder ``name`` under ``home``, built with vLLM's interpreter ``python`` if
+    missing."""
+    if name not in SIZES:
+        raise ValueError(f"no local model {name!r}: choose one of {', '.join(SIZES)}")
+    path = model_dir(home, name)
     if is_complete(path):
         return path
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     proc = subprocess.run(
-        [str(python), str(Path(__file__).resolve()), str(path)],
+        [str(python), str(Path(__file__).resolve()), str(path), name],
         capture_output=True,
         text=True,
         env=env,
@@ -133,9 +158,9 @@ def ensure_model(python: Path, home: Path) -> Path:
     )
     if proc.returncode != 0 or not is_complete(path):
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
-        raise RuntimeError(f"could not build the small vLLM model in {path}:\n{tail}")
+        raise RuntimeError(f"could not build the local vLLM model in {path}:\n{tail}")
     return path
 
 
 if __name__ == "__main__":
-    print(build(Path(sys.argv[1])))
+    print(build(Path(sys.argv[1]), *sys.argv[2:3]))
