@@ -155,8 +155,10 @@ def hit_counter(target: Target) -> Callable[[], float | None] | None:
     if not target.metrics_url or not target.engine_kind:
         return None
     try:
-        source = adapter_for(target.engine_kind).metric_sources().get(
-            CommonMetric.PREFIX_CACHE_HIT_TOKENS
+        source = (
+            adapter_for(target.engine_kind)
+            .metric_sources()
+            .get(CommonMetric.PREFIX_CACHE_HIT_TOKENS)
         )
     except TtftError:
         return None
