@@ -27,6 +27,7 @@ from ttft.simulate.engine import ReplicaSim, SimOutcome
 from ttft.simulate.llamacpp import LlamaCppReplica
 from ttft.simulate.model import CostModel, EngineSettings
 from ttft.simulate.requests import SimRequest
+from ttft.simulate.sglang import SglangReplica
 from ttft.simulate.vllm import VllmReplica
 
 Policy = Literal["round-robin", "least-loaded", "prefix-affinity"]
@@ -49,6 +50,8 @@ class FleetResult:
 def make_replica(cost: CostModel, settings: EngineSettings, index: int) -> ReplicaSim:
     if settings.kind == "vllm":
         return VllmReplica(cost, settings, index)
+    if settings.kind == "sglang":
+        return SglangReplica(cost, settings, index)
     return LlamaCppReplica(cost, settings, index)
 
 

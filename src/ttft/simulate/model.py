@@ -25,8 +25,10 @@ from typing import Any, Literal
 from ttft.core.errors import TtftError
 
 SCHEMA = "ttft.simulate.calibration/1"
-EngineKind = Literal["llamacpp", "vllm"]
-ENGINE_KINDS: tuple[EngineKind, ...] = ("llamacpp", "vllm")
+EngineKind = Literal["llamacpp", "vllm", "sglang"]
+ENGINE_KINDS: tuple[EngineKind, ...] = ("llamacpp", "vllm", "sglang")
+# SGLang's --schedule-policy values the SGLang model knows (simulate/sglang.py)
+SGLANG_POLICIES: tuple[str, ...] = ("fcfs", "lpm")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +74,14 @@ class CostModel:
 class EngineSettings:
     """The scheduler settings the simulation runs with (what-if flags override them).
 
-    ``slots``: llama.cpp ``-np`` / vLLM ``--max-num-seqs``. ``batch_tokens``: llama.cpp ``-b`` /
-    vLLM ``--max-num-batched-tokens``. ``ctx_per_slot``: llama.cpp's context per slot (longer
-    prompts are refused). ``kv_blocks`` x ``block_tokens``: vLLM's paged KV cache (None: never
-    short of blocks).
+    ``slots``: llama.cpp ``-np`` / vLLM ``--max-num-seqs`` / SGLang ``--max-running-requests``.
+    ``batch_tokens``: llama.cpp ``-b`` / vLLM ``--max-num-batched-tokens`` / SGLang
+    ``--chunked-prefill-size`` (``chunked_prefill`` False: SGLang's ``-1``). ``ctx_per_slot``:
+    llama.cpp's context per slot (longer prompts are refused). ``kv_blocks`` x ``block_tokens``:
+    vLLM's paged KV cache, SGLang's token pool in pages of ``--page-size`` (None: never short of
+    KV). SGLang only: ``max_prefill_tokens`` (``--max-prefill-tokens``), ``schedule_policy``
+    (``--schedule-policy``), ``mixed_chunk`` (``--enable-mixed-chunk``); ``prefix_cache`` False
+    is ``--disable-radix-cache``.
     """
 
     kind: EngineKind = "llamacpp"
@@ -87,13 +93,21 @@ class EngineSettings:
     prefix_cache: bool = True
     chunked_prefill: bool = True
     host_cache_tokens: int | None = None  # llama.cpp --cache-ram, in tokens (None: unbounded)
+    max_prefill_tokens: int = 16384  # SGLang's default (server_args.py)
+    schedule_policy: str = "fcfs"  # SGLang's default (server_args.py)
+    mixed_chunk: bool = False  # SGLang's default (server_args.py)
 
     def check(self) -> None:
         if self.kind not in ENGINE_KINDS:
             raise TtftError(
                 f"unknown engine kind {self.kind!r}", f"choose one of {', '.join(ENGINE_KINDS)}"
             )
-        for name in ("slots", "batch_tokens", "block_tokens"):
+        if self.schedule_policy not in SGLANG_POLICIES:
+            raise TtftError(
+                f"schedule policy {self.schedule_policy!r} is not modelled",
+                f"the SGLang model knows {', '.join(SGLANG_POLICIES)}",
+            )
+        for name in ("slots", "batch_tokens", "block_tokens", "max_prefill_tokens"):
             if getattr(self, name) < 1:
                 raise TtftError(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.kv_blocks is not None and self.kv_blocks < 1:
