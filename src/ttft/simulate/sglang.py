@@ -33,22 +33,21 @@ against a running SGLang (see docs/simulate.md, "Limits").
   batch, deferring requests that share 32+ tokens with an earlier waiting one whose prefix is not
   cached (in-batch prefix caching); with over 128 waiting it falls back to fcfs (the default).
 
-Simplified: prefixes match at the request's hash-block granularity (``SimRequest.blocks``, e.g.
-64 tokens; SGLang matches single tokens), so two prompts sharing 600 tokens in 64-token blocks
-share 576 here; a prompt enters the tree when its prefill ends (SGLang also caches each chunk,
-and a finished request's output); the overlap scheduler, priority scheduling, LoRA, hierarchical
-cache and the ignore-eos admission path are left out.
+Simplified: prefixes match in the request's hash blocks, not single tokens (``simulate/radix.py``);
+a prompt enters the tree when its prefill ends (SGLang also caches each chunk, and a finished
+request's output); the overlap scheduler, priority scheduling, LoRA, hierarchical cache and the
+ignore-eos admission path are left out.
 """
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
 
 from ttft.simulate.engine import ReplicaSim, SimOutcome
 from ttft.simulate.model import CostModel, EngineSettings
+from ttft.simulate.radix import RadixPool
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
 INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO x --schedule-conservativeness 1.0
@@ -83,8 +82,7 @@ class SglangReplica(ReplicaSim):
         super().__init__(cost, settings, index)
         self.page = settings.block_tokens
         kv = settings.kv_blocks
-        self.capacity = kv * self.page if kv is not None else None
-        self.free = self.capacity if self.capacity is not None else 1 << 60
+        self.kv = RadixPool(kv * self.page if kv is not None else None, self.page)
         self.waiting: deque[_Req] = deque()
         self.running: list[_Req] = []
         self.chunked: _Req | None = None
@@ -92,15 +90,6 @@ class SglangReplica(ReplicaSim):
         self.batch_full = False
         self.ratio = INIT_NEW_TOKEN_RATIO
         self.retractions = 0
-        # the radix tree: node (a chained block hash) -> tokens, parent, children, locks, time
-        self.tokens: dict[int, int] = {}
-        self.parent: dict[int, int | None] = {}
-        self.children: dict[int, int] = {}
-        self.locks: dict[int, int] = {}
-        self.access: dict[int, float] = {}
-        self.evictable = 0  # tokens in nodes nobody locks
-        self._leaves: list[tuple[float, int, int]] = []  # (access, tie, node): eviction heap
-        self._tie = 0
         self.repeat = 1  # decode steps the running event stands for
         self.in_run = False
         self._ends: list[float] = []
@@ -119,128 +108,49 @@ class SglangReplica(ReplicaSim):
 
     def _enqueue(self, outcome: SimOutcome) -> None:
         prompt = outcome.request.prompt_tokens
-        if self.capacity is not None and self._ceil(prompt) + self.page >= self.capacity:
+        if self.kv.capacity is not None and self.kv.ceil(prompt) + self.page >= self.kv.capacity:
             outcome.refused = "prompt larger than the whole KV cache"
             return
         self.waiting.append(_Req(outcome, target=prompt))
 
-    def _ceil(self, tokens: int) -> int:
-        return -(-tokens // self.page) * self.page
-
-    # -- KV and the radix tree ---------------------------------------------------------------
-    def _push_leaf(self, node: int) -> None:
-        self._tie += 1
-        heapq.heappush(self._leaves, (self.access[node], self._tie, node))
-
-    def _evict(self, tokens: int) -> None:
-        """Free ``tokens`` by dropping unlocked leaves, least recently used first."""
-        target = self.free + tokens
-        while self.free < target and self._leaves:
-            when, _, node = heapq.heappop(self._leaves)
-            if (
-                node not in self.tokens
-                or self.locks[node]
-                or self.children[node]
-                or self.access[node] != when
-            ):
-                continue  # stale entry: locked, grown a child or touched since
-            size = self.tokens.pop(node)
-            self.free += size
-            self.evictable -= size
-            parent = self.parent.pop(node)
-            del self.children[node], self.locks[node], self.access[node]
-            if parent is not None:
-                self.children[parent] -= 1
-                if self.children[parent] == 0 and self.locks[parent] == 0:
-                    self._push_leaf(parent)
-
-    def _alloc(self, tokens: int) -> bool:
-        if self.free < tokens:
-            self._evict(tokens - self.free)
-        if self.free < tokens:
-            return False
-        self.free -= tokens
-        return True
-
+    # -- KV ---------------------------------------------------------------------------------
     def _grow(self, req: _Req, upto: int, force: bool = False) -> bool:
         """Give ``req`` KV for its first ``upto`` tokens (``force``: even past the pool)."""
-        need = max(0, self._ceil(upto) - req.covered - req.own)
-        if need and not self._alloc(need):
+        need = max(0, self.kv.ceil(upto) - req.covered - req.own)
+        if need and not self.kv.alloc(need):
             if not force:
                 return False
-            self.free -= need
+            self.kv.free -= need
         req.own += need
         return True
 
-    def _lock(self, req: _Req, nodes: tuple[int, ...], now: float) -> None:
-        for node in nodes:
-            if self.locks[node] == 0:
-                self.evictable -= self.tokens[node]
-            self.locks[node] += 1
-            self.access[node] = now
-        req.path += nodes
-        req.covered += sum(self.tokens[node] for node in nodes)
-
-    def _unlock(self, req: _Req) -> None:
-        for node in req.path:
-            self.locks[node] -= 1
-            if self.locks[node] == 0:
-                self.evictable += self.tokens[node]
-                if self.children[node] == 0:
-                    self._push_leaf(node)
-        req.path = ()
-        req.covered = 0
-
     def _match(self, req: _Req, now: float) -> int:
-        """Lock the longest cached prefix of ``req``'s prompt; the tokens it saves."""
+        """Lock the longest cached prefix of ``req``'s prompt; the tokens it saves (at most the
+        prompt less one token, in whole pages)."""
         if not self.settings.prefix_cache:
             return 0
-        nodes: list[int] = []
-        tokens = 0
-        for node in req.outcome.request.blocks:
-            size = self.tokens.get(node)
-            if size is None:
-                break
-            nodes.append(node)
-            tokens += size
+        nodes, tokens = self.kv.cached(req.outcome.request.blocks)
         if not nodes:
             return 0
-        self._lock(req, tuple(nodes), now)
+        req.covered += self.kv.lock(nodes, now)
+        req.path += nodes
         limit = req.outcome.request.prompt_tokens + req.generated - 1
         return min(tokens, limit) // self.page * self.page
 
+    def _unlock(self, req: _Req) -> None:
+        self.kv.unlock(req.path)
+        req.path = ()
+        req.covered = 0
+
     def _insert(self, req: _Req, now: float) -> None:
-        """A finished prompt's KV moves into the tree (a copy someone else inserted first is
-        freed and theirs used)."""
-        if not self.settings.prefix_cache:
-            return
-        request = req.outcome.request
-        held = set(req.path)
-        parent = req.path[-1] if req.path else None
-        for i, node in enumerate(request.blocks):
-            size = min(request.block_tokens, request.prompt_tokens - i * request.block_tokens)
-            if size <= 0:
-                break
-            if node in held:
-                parent = node
-                continue
-            if node not in self.tokens:
-                self.tokens[node] = size
-                self.parent[node] = parent
-                self.children[node] = 0
-                self.locks[node] = 0
-                self.access[node] = now
-                self.evictable += size  # unlocked until the lock below
-                if parent is not None:
-                    self.children[parent] += 1
-            else:
-                self.free += size  # the duplicate computed here is dropped
-            req.own -= size
-            self._lock(req, (node,), now)
-            parent = node
+        if self.settings.prefix_cache:
+            added, moved = self.kv.insert(req.outcome.request, req.path, now)
+            req.path += added
+            req.covered += moved
+            req.own -= moved
 
     def _release(self, req: _Req) -> None:
-        self.free += req.own
+        self.kv.free += req.own
         req.own = 0
         self._unlock(req)
 
@@ -257,11 +167,7 @@ class SglangReplica(ReplicaSim):
         keys: list[tuple[float, int]] = []
         for position, req in enumerate(self.waiting):
             blocks = req.outcome.request.blocks
-            cached = 0
-            for node in blocks:
-                if node not in self.tokens:
-                    break
-                cached += self.tokens[node]
+            cached = self.kv.cached(blocks)[1]
             key = float(-cached)
             if cached <= IN_BATCH_PREFIX_THRESHOLD:
                 shared = 0
@@ -292,7 +198,7 @@ class SglangReplica(ReplicaSim):
         mixed = len(self.running) if settings.mixed_chunk else 0
         rem_input = settings.max_prefill_tokens - mixed
         rem_chunk = settings.batch_tokens - mixed if settings.chunked_prefill else None
-        rem_total = float(self.free + self.evictable)
+        rem_total = float(self.kv.free + self.kv.evictable)
         for r in self.running:
             rem_total -= min(r.max_new - r.generated, CLIP_MAX_NEW_TOKENS) * self.ratio
         batch: list[_Req] = []
@@ -305,9 +211,9 @@ class SglangReplica(ReplicaSim):
             chunked.chunk = size
             batch.append(chunked)
             reserve = min(chunked.max_new, CLIP_MAX_NEW_TOKENS) if done else 0
-            rem_total -= self._ceil(size) + reserve
-            rem_input -= self._ceil(size)
-            rem_chunk -= self._ceil(size)
+            rem_total -= self.kv.ceil(size) + reserve
+            rem_input -= self.kv.ceil(size)
+            rem_chunk -= self.kv.ceil(size)
             self.chunked = None if done else chunked
         while self.waiting and rem_input > 0 and (rem_chunk is None or rem_chunk > 0):
             if len(self.running) + len(batch) >= settings.slots:
@@ -317,12 +223,12 @@ class SglangReplica(ReplicaSim):
             hit = self._match(req, now)
             extend = req.target - hit
             reserve = min(req.max_new - req.generated, CLIP_MAX_NEW_TOKENS)
-            if rem_chunk is None or self._ceil(extend) <= rem_chunk:
+            if rem_chunk is None or self.kv.ceil(extend) <= rem_chunk:
                 whole, size = True, extend
             else:  # the prompt is cut: this request is the chunked one
                 whole, size = False, rem_chunk // self.page * self.page
             no_token = extend + reserve + self.page >= rem_total
-            too_long = rem_chunk is None and bool(batch) and self._ceil(extend) >= rem_input
+            too_long = rem_chunk is None and bool(batch) and self.kv.ceil(extend) >= rem_input
             if no_token or too_long or size <= 0 or not self._grow(req, hit + size):
                 self._unlock(req)
                 self.batch_full = self.batch_full or not (too_long or size <= 0)
@@ -333,10 +239,10 @@ class SglangReplica(ReplicaSim):
                 req.outcome.admitted_s = now
                 req.outcome.cached_tokens = hit
             batch.append(req)
-            rem_total -= self._ceil(size) + (reserve if whole else 0)
-            rem_input -= self._ceil(size)
+            rem_total -= self.kv.ceil(size) + (reserve if whole else 0)
+            rem_input -= self.kv.ceil(size)
             if rem_chunk is not None:
-                rem_chunk -= self._ceil(size)
+                rem_chunk -= self.kv.ceil(size)
             if not whole:
                 self.chunked = req
                 break
@@ -347,30 +253,31 @@ class SglangReplica(ReplicaSim):
 
     # -- decode ------------------------------------------------------------------------------
     def _decode_need(self, steps: int) -> int:
-        return sum(max(0, self._ceil(r.computed + steps) - r.covered - r.own) for r in self.running)
+        ceil = self.kv.ceil
+        return sum(max(0, ceil(r.computed + steps) - r.covered - r.own) for r in self.running)
 
     def _room_to_decode(self) -> bool:
         """SGLang's check_decode_mem: KV for one more token each, evicting for it if need be."""
         need = self._decode_need(1)
-        if self.free < need:
-            self._evict(need - self.free)
-        return self.free >= need
+        if self.kv.free < need:
+            self.kv.evict(need - self.kv.free)
+        return self.kv.free >= need
 
     def _grow_all(self, steps: int) -> None:
         for r in self.running:
-            grow = max(0, self._ceil(r.computed + steps) - r.covered - r.own)
+            grow = max(0, self.kv.ceil(r.computed + steps) - r.covered - r.own)
             r.own += grow
-            self.free -= grow
+            self.kv.free -= grow
 
     def _retract(self) -> None:
         """SGLang's retract_decode: fewest generated, then longest prompt, out first."""
         order = sorted(self.running, key=lambda r: (r.generated, -r.outcome.request.prompt_tokens))
         left = len(order)
-        while left > 1 and self.free < left * RETRACT_DECODE_STEPS:
+        while left > 1 and self.kv.free < left * RETRACT_DECODE_STEPS:
             victim = order.pop(0)
             left -= 1
             self._release(victim)
-            self._evict(max(0, left * RETRACT_DECODE_STEPS - self.free))
+            self.kv.evict(max(0, left * RETRACT_DECODE_STEPS - self.kv.free))
             victim.computed = 0
             victim.target = victim.outcome.request.prompt_tokens + victim.generated
             victim.outcome.preemptions += 1
@@ -393,14 +300,14 @@ class SglangReplica(ReplicaSim):
         if self.waiting and not self.batch_full:
             return 0
         k = min(r.max_new - r.generated for r in self.running)
-        if k < 2 or self._decode_need(1) > self.free:
+        if k < 2 or self._decode_need(1) > self.kv.free:
             return 0
-        if self._decode_need(k) <= self.free:
+        if self._decode_need(k) <= self.kv.free:
             return k
         low, high = 1, k
         while high - low > 1:
             mid = (low + high) // 2
-            low, high = (mid, high) if self._decode_need(mid) <= self.free else (low, mid)
+            low, high = (mid, high) if self._decode_need(mid) <= self.kv.free else (low, mid)
         return low
 
     # -- the step ----------------------------------------------------------------------------
@@ -426,7 +333,7 @@ class SglangReplica(ReplicaSim):
             self.ratio = max(self.ratio - RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
         else:
             self._retract()
-            self._evict(max(0, self._decode_need(1) - self.free))
+            self.kv.evict(max(0, self._decode_need(1) - self.kv.free))
         self._grow_all(1)
         self._mixed = True
         attention = sum(r.computed for r in self.running)
