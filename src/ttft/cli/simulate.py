@@ -50,22 +50,31 @@ def simulate() -> None:
     type=click.Choice(ENGINE_KINDS),
     default="llamacpp",
     show_default=True,
-    help="Which scheduler model the calibration is for.",
+    help="Which scheduler model the calibration is for (sglang: read from the server's "
+    "/server_info; the model is built from SGLang's source, not yet checked against a running "
+    "SGLang).",
 )
 @click.option(
     "--slots",
     type=int,
     default=None,
-    help="Slots (-np / max-num-seqs). Default: "
-    "read from /props (llama.cpp); 4 for the embedded engine.",
+    help="Slots (-np / max-num-seqs / max-running-requests). Default: read from /props "
+    "(llama.cpp) or the server info (SGLang); 4 for the embedded engine.",
 )
 @click.option(
     "--batch-tokens",
     type=int,
     default=None,
-    help="Batch tokens (-b / max-num-batched-tokens). Default: read from /props, else 2048.",
+    help="Batch tokens (-b / max-num-batched-tokens / chunked-prefill-size). Default: read "
+    "from /props or the server info, else 2048 (SGLang: 8192).",
 )
-@click.option("--kv-blocks", type=int, default=None, help="vLLM: KV blocks (16 tokens each).")
+@click.option(
+    "--kv-blocks",
+    type=int,
+    default=None,
+    help="vLLM: KV blocks (16 tokens each); SGLang: KV pages (--page-size tokens each). "
+    "Default: read from the engine.",
+)
 @click.option(
     "--threads",
     type=click.IntRange(min=1),

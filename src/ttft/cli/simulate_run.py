@@ -68,9 +68,30 @@ from ttft.simulate.text import HEADER, point_lines
     show_default=True,
     help=f"Routing, a list sweeps: {', '.join(POLICIES)}.",
 )
-@click.option("--slots", default=None, help="What if: slots / max-num-seqs (list sweeps).")
-@click.option("--batch-tokens", default=None, help="What if: -b / max-num-batched-tokens.")
-@click.option("--kv-blocks", default=None, help="What if (vLLM): KV blocks of 16 tokens.")
+@click.option(
+    "--slots",
+    default=None,
+    help="What if: slots (llama.cpp -np, vLLM --max-num-seqs, SGLang --max-running-requests). "
+    "A list sweeps.",
+)
+@click.option(
+    "--batch-tokens",
+    default=None,
+    help="What if: tokens per step (llama.cpp -b, vLLM --max-num-batched-tokens, SGLang "
+    "--chunked-prefill-size: the most prompt tokens one extend step computes). A list sweeps.",
+)
+@click.option(
+    "--kv-blocks",
+    default=None,
+    help="What if: the KV pool (vLLM: blocks of 16 tokens; SGLang: pages of --page-size "
+    "tokens, 1 by default). A list sweeps.",
+)
+@click.option(
+    "--schedule-policy",
+    default=None,
+    help="What if (SGLang): the waiting queue's order, fcfs (SGLang's default: arrival order) "
+    "or lpm (longest cached prefix first, fcfs again when over 128 wait). 'fcfs,lpm' compares.",
+)
 @click.option(
     "--gateway-cap",
     default=None,

@@ -18,6 +18,7 @@ from ttft.simulate.sweep import (
     int_axis,
     policy_axis,
     rate_axis,
+    schedule_axis,
     trace_tokenizer,
 )
 from ttft.workload.trace import TraceSpec
@@ -45,6 +46,7 @@ class RunOptions:
     slots: str | None
     batch_tokens: str | None
     kv_blocks: str | None
+    schedule_policy: str | None
     gateway_cap: str | None
     slo_texts: tuple[str, ...]
     find_fewest: bool
@@ -78,6 +80,7 @@ def sweep_for(o: RunOptions) -> Sweep:
         int_axis(o.kv_blocks, "--kv-blocks"),
         int_axis(o.gateway_cap, "--gateway-cap"),
         rates,
+        schedule_axis(o.schedule_policy, calibration.engine.kind),
     )
     tokenizer = trace_tokenizer(calibration, base)
     return Sweep(

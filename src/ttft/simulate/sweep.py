@@ -3,6 +3,7 @@ predicted (or searched for the fewest replicas that hold every SLO), and what th
 and writes about it.
 
 The grid is the product replicas x policy x slots x batch tokens x KV blocks x gateway cap x
+(SGLang) schedule policy x
 rate, in that order (the last axis turns fastest). Each point draws its workload once per
 replication seed; a trace replayed at its own times is the same for every seed, so it is drawn
 with the sweep's seed. The CLI parses options, asks :func:`open_sweep`, and prints what
@@ -19,12 +20,33 @@ from typing import Any
 from ttft.core.errors import TtftError
 from ttft.core.slo import Slo
 from ttft.simulate.fleet import POLICIES, Policy
-from ttft.simulate.model import Calibration
+from ttft.simulate.model import SGLANG_POLICIES, Calibration
 from ttft.simulate.requests import SimRequest
 from ttft.simulate.whatif import Config, Prediction, check_slos, fewest_replicas, predict
 from ttft.simulate.workloads import WorkloadSource
 from ttft.workload.tokenizer import Tokenizer
 from ttft.workload.trace import TraceSpec
+
+
+def schedule_axis(text: str | None, kind: str) -> list[str | None]:
+    """SGLang's ``--schedule-policy`` values to compare (fcfs, lpm); ``[None]`` keeps the
+    calibration's."""
+    if not text:
+        return [None]
+    if kind != "sglang":
+        raise TtftError(
+            f"--schedule-policy is SGLang's; this calibration is for {kind}",
+            "drop --schedule-policy, or calibrate an SGLang engine with --engine sglang",
+        )
+    out: list[str | None] = []
+    for part in text.split(","):
+        if part not in SGLANG_POLICIES:
+            raise TtftError(
+                f"--schedule-policy {part!r} is not modelled",
+                f"the SGLang model knows {', '.join(SGLANG_POLICIES)}",
+            )
+        out.append(part)
+    return out
 
 
 def int_axis(text: str | None, name: str) -> list[int | None]:
@@ -85,6 +107,7 @@ class Grid:
     kv_blocks: list[int | None] = field(default_factory=lambda: [None])
     gateway_caps: list[int | None] = field(default_factory=lambda: [None])
     rates: list[float | None] = field(default_factory=lambda: [None])
+    schedule_policies: list[str | None] = field(default_factory=lambda: [None])  # SGLang only
 
     def points(self) -> Iterator[tuple[Config, float | None]]:
         """Every point's configuration and arrival rate, the rate turning fastest."""
@@ -95,10 +118,12 @@ class Grid:
             self.batch_tokens,
             self.kv_blocks,
             self.gateway_caps,
+            self.schedule_policies,
             self.rates,
         )
-        for n_rep, pol, n_slots, n_batch, n_kv, cap, rate in axes:
-            yield Config(n_rep or 1, pol, n_slots, n_batch, n_kv, cap), rate
+        for n_rep, pol, n_slots, n_batch, n_kv, cap, order, rate in axes:
+            config = Config(n_rep or 1, pol, n_slots, n_batch, n_kv, cap, schedule_policy=order)
+            yield config, rate
 
 
 def base_workload(

@@ -1,5 +1,6 @@
 """The engine a calibration or validation talks to: a live URL (settings read from its
-``/props`` and ``/v1/models``) or the embedded llama-server started with the settings asked for.
+``/props`` and ``/v1/models``, vLLM's cache metric, SGLang's server info) or the embedded
+llama-server started with the settings asked for.
 """
 
 from __future__ import annotations
@@ -11,16 +12,20 @@ from typing import TYPE_CHECKING
 
 from ttft.core.errors import TtftError
 from ttft.core.target import Target
-from ttft.engines.control import ControlClient, ControlError, complete_target
+from ttft.engines.control import Call, ControlClient, ControlError, complete_target
 from ttft.simulate.cores import core_groups, pin
-from ttft.simulate.model import EngineKind, EngineSettings
+from ttft.simulate.model import SGLANG_POLICIES, EngineKind, EngineSettings
 
 if TYPE_CHECKING:  # the engine's module loads only when one is started
     from ttft.engines.llamacpp.embedded import RunningEngine
 
 EMBEDDED_CTX_PER_SLOT = 2048
-DEFAULT_BATCH = {"llamacpp": 2048, "vllm": 2048}
-DEFAULT_SLOTS = {"llamacpp": 4, "vllm": 256}
+# SGLang's --chunked-prefill-size is resolved from the GPU's memory (server_args.py: 2048 under
+# 35 GB, 8192 up to 160 GB, 16384 above): 8192 when the server does not say. Its
+# --max-running-requests is derived from the KV pool; 256 is ttft's guess when it does not say.
+DEFAULT_BATCH = {"llamacpp": 2048, "vllm": 2048, "sglang": 8192}
+DEFAULT_SLOTS = {"llamacpp": 4, "vllm": 256, "sglang": 256}
+SGLANG_INFO_PATHS = ("/server_info", "/get_server_info")  # newer, older
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,10 @@ def settings_of(
         found_blocks, found_size = vllm_cache(target)
         kv_blocks = kv_blocks or found_blocks
         block_tokens = found_size or block_tokens
+    if kind == "sglang":
+        return sglang_settings(
+            sglang_info(control), slots=slots, batch_tokens=batch_tokens, kv_pages=kv_blocks
+        )
     settings = EngineSettings(
         kind=kind,
         slots=n_slots,
@@ -69,6 +78,63 @@ def settings_of(
     )
     settings.check()
     return settings
+
+
+def sglang_info(control: ControlClient) -> dict[str, object]:
+    """SGLang's server info (its server arguments, resolved at start-up, and the scheduler's
+    ``max_total_num_tokens``; ``internal_states`` per scheduler in recent versions); an empty
+    dict when neither endpoint answers."""
+    for path in SGLANG_INFO_PATHS:
+        try:
+            info = control.send(Call("GET", path), timeout_s=5)
+        except ControlError as exc:
+            if exc.status in (401, 403):
+                raise
+            continue
+        states = info.get("internal_states")
+        if isinstance(states, list) and states and isinstance(states[0], dict):
+            return {**states[0], **info}
+        return info
+    return {}
+
+
+def sglang_settings(
+    info: dict[str, object],
+    *,
+    slots: int | None = None,
+    batch_tokens: int | None = None,
+    kv_pages: int | None = None,
+) -> EngineSettings:
+    """The SGLang model's settings from its server info, each absent field at SGLang's default
+    (server_args.py): --max-running-requests, --chunked-prefill-size (-1: chunking off),
+    --max-prefill-tokens (SGLang uses at least the context length), --page-size (1), the KV
+    pool (``max_total_num_tokens``), --schedule-policy (fcfs; a policy the model does not know
+    runs as fcfs), --disable-radix-cache, --enable-mixed-chunk."""
+    chunk = info.get("chunked_prefill_size")
+    chunked = not (isinstance(chunk, int) and chunk <= 0)
+    page = _pos(info.get("page_size")) or 1
+    total = _pos(info.get("max_total_num_tokens"))
+    prefill = _pos(info.get("max_prefill_tokens")) or 16384
+    context = _pos(info.get("context_length")) or _pos(info.get("max_req_input_len"))
+    policy = info.get("schedule_policy")
+    settings = EngineSettings(
+        kind="sglang",
+        slots=slots or _pos(info.get("max_running_requests")) or DEFAULT_SLOTS["sglang"],
+        batch_tokens=batch_tokens or _pos(chunk) or DEFAULT_BATCH["sglang"],
+        kv_blocks=kv_pages or (total // page if total else None),
+        block_tokens=page,
+        prefix_cache=info.get("disable_radix_cache") is not True,
+        chunked_prefill=chunked,
+        max_prefill_tokens=max(prefill, context or 0),
+        schedule_policy=policy if policy in SGLANG_POLICIES else "fcfs",
+        mixed_chunk=info.get("enable_mixed_chunk") is True,
+    )
+    settings.check()
+    return settings
+
+
+def _pos(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def vllm_cache(target: Target) -> tuple[int | None, int | None]:
@@ -144,8 +210,8 @@ def engine(
         return
     if kind != "llamacpp":
         raise TtftError(
-            "the embedded engine is llama.cpp; a vLLM calibration needs --url",
-            "start vLLM and give its URL with --url, or use --engine llamacpp",
+            f"the embedded engine is llama.cpp; a {kind} calibration needs --url",
+            f"start {kind} and give its URL with --url, or use --engine llamacpp",
         )
     n = slots or DEFAULT_SLOTS["llamacpp"]
     groups = core_groups(1, threads)

@@ -43,6 +43,7 @@ class Config:
     label: str = ""
     # the real gateway's upstream URLs, when a validation mirrors its affinity ring
     replica_names: tuple[str, ...] = ()
+    schedule_policy: str | None = None  # SGLang's --schedule-policy
 
     def describe(self) -> str:
         parts = [f"replicas={self.replicas}", self.policy]
@@ -54,6 +55,8 @@ class Config:
             parts.append(f"kv_blocks={self.kv_blocks}")
         if self.max_in_flight is not None:
             parts.append(f"gateway cap={self.max_in_flight}")
+        if self.schedule_policy is not None:
+            parts.append(f"schedule={self.schedule_policy}")
         return self.label or " ".join(parts)
 
 
@@ -181,7 +184,7 @@ def predict(
         raise TtftError(f"--runs must be at least 1, not {runs}")
     settings = calibration.engine
     changes: dict[str, Any] = {}
-    for name in ("slots", "batch_tokens", "kv_blocks"):
+    for name in ("slots", "batch_tokens", "kv_blocks", "schedule_policy"):
         value = getattr(config, name)
         if value is not None:
             changes[name] = value

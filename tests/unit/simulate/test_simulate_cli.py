@@ -206,3 +206,30 @@ def test_calibrate_refuses_threads_for_an_engine_it_does_not_start(
     assert code == 2
     assert "--threads sets the embedded engine's threads" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_an_sglang_calibration_compares_schedule_policies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "sglang.json"
+    Calibration(CAL.cost, EngineSettings(kind="sglang", slots=4, block_tokens=1), CAL.fit, {}).save(
+        path
+    )
+    args = ["simulate", "run", "-c", str(path), "--rate", "1", "--requests", "40"]
+    code = ttft(
+        [
+            *args,
+            "--prompt-tokens",
+            "300",
+            "--shared-prefix",
+            "256",
+            "--runs",
+            "1",
+            "--schedule-policy",
+            "fcfs,lpm",
+        ],
+        monkeypatch,
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "schedule=fcfs" in out and "schedule=lpm" in out

@@ -271,3 +271,74 @@ def test_decode_runs_give_exactly_the_step_by_step_results(
     assert all(o.ok for o in fast.outcomes)
     if kv == 1200:
         assert fast.preemptions > 0  # the runs stop where the pool runs short
+
+
+def test_settings_come_from_sglang_server_info_with_its_defaults_for_absent_fields() -> None:
+    from ttft.simulate.targets import sglang_settings
+
+    info: dict[str, object] = {
+        "max_running_requests": 48,
+        "chunked_prefill_size": 4096,
+        "max_prefill_tokens": 16384,
+        "context_length": 32768,
+        "page_size": 16,
+        "max_total_num_tokens": 160_000,
+        "schedule_policy": "lpm",
+        "disable_radix_cache": False,
+        "enable_mixed_chunk": True,
+    }
+    got = sglang_settings(info)
+    assert (got.kind, got.slots, got.batch_tokens, got.block_tokens) == ("sglang", 48, 4096, 16)
+    assert got.kv_blocks == 10_000  # pages of 16 tokens
+    assert got.max_prefill_tokens == 32768  # at least the context length
+    assert (got.schedule_policy, got.mixed_chunk, got.prefix_cache) == ("lpm", True, True)
+    bare = sglang_settings({})
+    assert (bare.slots, bare.batch_tokens, bare.block_tokens, bare.kv_blocks) == (
+        256,
+        8192,
+        1,
+        None,
+    )
+    assert (bare.max_prefill_tokens, bare.schedule_policy, bare.chunked_prefill) == (
+        16384,
+        "fcfs",
+        True,
+    )
+    off = sglang_settings(
+        {"chunked_prefill_size": -1, "disable_radix_cache": True, "schedule_policy": "lof"}
+    )
+    assert (off.chunked_prefill, off.prefix_cache, off.schedule_policy) == (False, False, "fcfs")
+    given = sglang_settings(info, slots=8, batch_tokens=1024, kv_pages=500)
+    assert (given.slots, given.batch_tokens, given.kv_blocks) == (8, 1024, 500)
+
+
+def test_server_info_is_read_from_the_newer_endpoint_then_the_older_one() -> None:
+    from ttft.engines.control import Call, ControlError
+    from ttft.simulate.targets import sglang_info
+
+    class Fake:
+        def __init__(self, answers: dict[str, dict[str, object]]) -> None:
+            self.answers = answers
+            self.asked: list[str] = []
+
+        def send(self, call: Call, timeout_s: float | None = None) -> dict[str, object]:
+            self.asked.append(call.path)
+            if call.path not in self.answers:
+                raise ControlError("not found", status=404)
+            return self.answers[call.path]
+
+    old = Fake({"/get_server_info": {"page_size": 1, "internal_states": [{"x": 1}]}})
+    assert sglang_info(old) == {"x": 1, "page_size": 1, "internal_states": [{"x": 1}]}  # type: ignore[arg-type]
+    assert old.asked == ["/server_info", "/get_server_info"]
+    assert sglang_info(Fake({})) == {}  # type: ignore[arg-type]
+
+
+def test_the_schedule_policy_axis_is_sglang_only_and_knows_fcfs_and_lpm() -> None:
+    from ttft.simulate.sweep import schedule_axis
+
+    assert schedule_axis(None, "llamacpp") == [None]
+    assert schedule_axis("fcfs,lpm", "sglang") == ["fcfs", "lpm"]
+    with pytest.raises(TtftError, match="SGLang's"):
+        schedule_axis("lpm", "vllm")
+    with pytest.raises(TtftError, match="not modelled"):
+        schedule_axis("lof", "sglang")
