@@ -1,5 +1,5 @@
 """How fast `ttft simulate` runs: a million requests through 64 llama.cpp replicas (the issue's
-target: under a minute on a 2-core machine), and a smaller run of the vLLM model.
+target: under a minute on a 2-core machine), and smaller runs of the vLLM and SGLang models.
 
 The calibration is synthetic (about the embedded engine: ~2.5 ms a prompt token, 20 ms a decode
 step), the arrivals a Poisson process at 70% of the fleet's capacity, 300-token prompts of
@@ -13,8 +13,9 @@ cancels the machine's speed (a neighbour's load on a shared machine moves both a
 Python loop would say how fast the interpreter is, not whether a million requests cost more per
 request than a hundred thousand (heaps, garbage collection, caches growing).
 
-    python benchmarks/simulate_speed.py                      # 1M llama.cpp, 100k vLLM
+    python benchmarks/simulate_speed.py                  # 1M llama.cpp, 100k vLLM, 100k SGLang
     python benchmarks/simulate_speed.py --requests 200000 --vllm-requests 20000
+    python benchmarks/simulate_speed.py --requests 0     # vLLM and SGLang only, same process
 """
 
 from __future__ import annotations
@@ -93,11 +94,18 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=64)
     parser.add_argument("--vllm-requests", type=int, default=100_000)
     parser.add_argument("--vllm-replicas", type=int, default=16)
+    parser.add_argument("--sglang-requests", type=int, default=100_000)
+    parser.add_argument("--sglang-replicas", type=int, default=16)
     parser.add_argument("--load", type=float, default=0.7, help="of the fleet's capacity")
     args = parser.parse_args()
-    runs = [("llamacpp", args.requests, args.replicas)]
+    runs = []
+    if args.requests > 0:
+        runs.append(("llamacpp", args.requests, args.replicas))
     if args.vllm_requests > 0:
         runs.append(("vllm", args.vllm_requests, args.vllm_replicas))
+    if args.sglang_requests > 0:
+        runs.append(("sglang", args.sglang_requests, args.sglang_replicas))
+    per_s: dict[str, float] = {}
     for kind, count, replicas in runs:
         anchor = measure(kind, max(1, count // 10), max(1, replicas // 10), args.load)  # type: ignore[arg-type]
         big = measure(kind, count, replicas, args.load)  # type: ignore[arg-type]
@@ -108,6 +116,9 @@ def main() -> None:
             f"({big.simulate_s / 60:.2f} of the minute); "
             f"requests/s against the anchor: {big.per_s / anchor.per_s:.2f}x"
         )
+        per_s[kind] = big.per_s
+    if "vllm" in per_s and "sglang" in per_s:
+        print(f"SGLang requests/s against vLLM's, same run: {per_s['sglang'] / per_s['vllm']:.2f}x")
 
 
 if __name__ == "__main__":

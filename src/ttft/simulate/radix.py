@@ -42,20 +42,29 @@ class RadixPool:
         return -(-tokens // self.page) * self.page
 
     def _push_leaf(self, node: int) -> None:
+        if self.capacity is None:
+            return  # never short of KV: nothing is ever evicted
         self._tie += 1
         heapq.heappush(self._leaves, (self.access[node], self._tie, node))
+        if len(self._leaves) > 4 * len(self.tokens) + 64:  # mostly stale entries: drop them
+            self._leaves = [e for e in self._leaves if self._current(e[0], e[2])]
+            heapq.heapify(self._leaves)
+
+    def _current(self, when: float, node: int) -> bool:
+        """An eviction entry still stands: an unlocked leaf untouched since it was pushed."""
+        return (
+            node in self.tokens
+            and not self.locks[node]
+            and not self.children[node]
+            and self.access[node] == when
+        )
 
     def evict(self, tokens: int) -> None:
         """Free ``tokens`` more by dropping unlocked leaves, least recently used first."""
         target = self.free + tokens
         while self.free < target and self._leaves:
             when, _, node = heapq.heappop(self._leaves)
-            if (
-                node not in self.tokens
-                or self.locks[node]
-                or self.children[node]
-                or self.access[node] != when
-            ):
+            if not self._current(when, node):
                 continue  # stale entry: locked, grown a child or touched since
             size = self.tokens.pop(node)
             self.free += size

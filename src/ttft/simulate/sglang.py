@@ -94,7 +94,6 @@ class SglangReplica(ReplicaSim):
         self.in_run = False
         self._ends: list[float] = []
         self._durations: list[float] = []
-        self._ratios: list[float] = []
         self._busy_before = 0.0
 
     @property
@@ -290,6 +289,14 @@ class SglangReplica(ReplicaSim):
         self.ratio = min(1.0, (generated + RETRACT_DECODE_STEPS * left) / (max_new + 1))
         self.batch_full = False
 
+    def _decay(self, steps: int) -> None:
+        """new_token_ratio after ``steps`` decode steps: the same subtractions as one a step."""
+        ratio = self.ratio
+        while steps and ratio - RATIO_DECAY > MIN_NEW_TOKEN_RATIO:
+            ratio -= RATIO_DECAY
+            steps -= 1
+        self.ratio = MIN_NEW_TOKEN_RATIO if steps else ratio
+
     def _decode_run(self) -> int:
         """Decode steps that stay alike from here (nobody admitted, retracted, finished or
         evicted for); 0 when the next step is not one of them."""
@@ -330,7 +337,7 @@ class SglangReplica(ReplicaSim):
         if not self.running:
             return None
         if self._room_to_decode():
-            self.ratio = max(self.ratio - RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
+            self._decay(1)
         else:
             self._retract()
             self.kv.evict(max(0, self._decode_need(1) - self.kv.free))
@@ -349,17 +356,16 @@ class SglangReplica(ReplicaSim):
             return super()._start(now)
         n = len(self.running)
         attention = sum(r.computed for r in self.running)
-        self._busy_before = self.busy_s
-        self._ends, self._durations, self._ratios = [], [], []
-        t, ratio = now, self.ratio
-        for j in range(k):
-            duration = self.cost.step_s(0, n, (attention + j * n) / 1000.0) * self.speed
-            self.busy_s += duration
+        self._busy_before = busy = self.busy_s
+        self._ends, self._durations = ends, durations = [], []
+        step_s, speed, t = self.cost.step_s, self.speed, now
+        for j in range(k):  # added up one step at a time, as step by step would
+            duration = step_s(0, n, (attention + j * n) / 1000.0) * speed
+            busy += duration
             t += duration
-            ratio = max(ratio - RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
-            self._ends.append(t)
-            self._durations.append(duration)
-            self._ratios.append(ratio)
+            ends.append(t)
+            durations.append(duration)
+        self.busy_s = busy
         self.repeat, self.in_run = k, True
         self.steps += k
         self.step_start, self.step_end = now, t
@@ -393,7 +399,7 @@ class SglangReplica(ReplicaSim):
     def _apply_step(self, end: float) -> None:
         if self.in_run:
             self._grow_all(self.repeat)
-            self.ratio = self._ratios[self.repeat - 1]
+            self._decay(self.repeat)
             steps, self.repeat, self.in_run = self.repeat, 1, False
         else:
             steps = 1 if self._mixed else 0
