@@ -210,7 +210,7 @@ class SglangReplica(ReplicaSim):
             chunked.chunk = size
             batch.append(chunked)
             reserve = min(chunked.max_new, CLIP_MAX_NEW_TOKENS) if done else 0
-            rem_total -= self.kv.ceil(size) + reserve
+            rem_total -= self.kv.ceil(size) + reserve + self.page
             rem_input -= self.kv.ceil(size)
             rem_chunk -= self.kv.ceil(size)
             self.chunked = None if done else chunked
@@ -238,7 +238,8 @@ class SglangReplica(ReplicaSim):
                 req.outcome.admitted_s = now
                 req.outcome.cached_tokens = hit
             batch.append(req)
-            rem_total -= self.kv.ceil(size) + (reserve if whole else 0)
+            # PrefillAdder's reserve: the extend, the clipped output, one page of slack
+            rem_total -= self.kv.ceil(size) + (reserve if whole else 0) + self.page
             rem_input -= self.kv.ceil(size)
             if rem_chunk is not None:
                 rem_chunk -= self.kv.ceil(size)
