@@ -69,10 +69,7 @@ class _Req:
     covered: int = 0  # tokens of those nodes
     chunk: int = 0  # tokens in the running step
     hit: int = 0  # cached tokens found at this admission
-
-    @property
-    def max_new(self) -> int:
-        return self.outcome.request.output_tokens
+    max_new: int = 0  # tokens it generates (its output, clipped to what the pool can hold)
 
 
 class SglangReplica(ReplicaSim):
@@ -107,10 +104,15 @@ class SglangReplica(ReplicaSim):
 
     def _enqueue(self, outcome: SimOutcome) -> None:
         prompt = outcome.request.prompt_tokens
-        if self.kv.capacity is not None and self.kv.ceil(prompt) + self.page >= self.kv.capacity:
-            outcome.refused = "prompt larger than the whole KV cache"
-            return
-        self.waiting.append(_Req(outcome, target=prompt))
+        max_new = outcome.request.output_tokens
+        if self.kv.capacity is not None:
+            # scheduler.py init_req_max_new_tokens: prompt + output + a page must fit the pool
+            room = self.kv.capacity - self.kv.ceil(prompt) - self.page - 1
+            if room < 1:
+                outcome.refused = "prompt larger than the whole KV cache"
+                return
+            max_new = min(max_new, room)
+        self.waiting.append(_Req(outcome, target=prompt, max_new=max_new))
 
     # -- KV ---------------------------------------------------------------------------------
     def _grow(self, req: _Req, upto: int, force: bool = False) -> bool:

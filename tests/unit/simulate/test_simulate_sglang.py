@@ -221,7 +221,9 @@ def test_retraction_takes_the_fewest_generated_then_the_longest_prompt() -> None
     replica = sglang.SglangReplica(COST, _sg(kv_blocks=1000))
     specs = [(0, 50, 30), (1, 80, 10), (2, 40, 10)]  # index, prompt, generated
     for index, prompt, generated in specs:
-        req = sglang._Req(SimOutcome(_req(index, 0.0, prompt, 100)), generated=generated)
+        req = sglang._Req(
+            SimOutcome(_req(index, 0.0, prompt, 100)), generated=generated, max_new=100
+        )
         req.computed = prompt + generated
         req.own = 5  # the rest of its KV in the tree, say
         replica.running.append(req)
@@ -342,3 +344,13 @@ def test_the_schedule_policy_axis_is_sglang_only_and_knows_fcfs_and_lpm() -> Non
         schedule_axis("lpm", "vllm")
     with pytest.raises(TtftError, match="not modelled"):
         schedule_axis("lof", "sglang")
+
+
+def test_an_output_longer_than_the_pool_holds_is_clipped_not_left_waiting() -> None:
+    """SGLang clips max_new_tokens so prompt + output + a page fit the pool (1000 tokens): a
+    500-token prompt asking for 600 generates 1000 - 500 - 1 - 1 = 498 and finishes; a prompt
+    that leaves no room is refused."""
+    long, huge = _run([_req(0, 0.0, 500, 600), _req(1, 0.0, 999, 1)], _sg(kv_blocks=1000))
+    assert long.ok and long.done_s is not None
+    assert long.done_s == pytest.approx(0.510 + 497 * 0.011)
+    assert huge.refused == "prompt larger than the whole KV cache"
