@@ -1,6 +1,7 @@
 """SGLang's KV token pool with its radix cache, for the SGLang model (``simulate/sglang.py``).
 
-As read in sgl-project/sglang (main, newer than v0.5.3) ``mem_cache/radix_cache.py``: the KV of
+As read in sgl-project/sglang (main, newer than v0.5.3) ``mem_cache/radix_cache.py`` (006b0e3d,
+``evict``, ``inc_lock_ref``, ``_match_prefix_helper``, ``cache_finished_req``): the KV of
 a computed prompt stays in a prefix tree; a request locks the nodes of its matched prefix (a
 lock holds every node up to the root); nodes nobody locks count as evictable, and eviction drops
 unlocked leaves (a node whose children are gone becomes one) least recently used first, a match

@@ -25,8 +25,8 @@ against a running SGLang (see docs/simulate.md, "Limits").
   (``SGLANG_RETRACT_DECODE_STEPS``); the ratio becomes (generated + 20 x left) / (max_new + 1)
   over those left. A retracted request goes to the back of the queue and computes its prompt
   and generated tokens again, less what the radix cache still holds.
-- The radix cache (``mem_cache/radix_cache.py``): a finished prompt's KV stays in a tree; a new
-  request reuses its longest cached prefix (at most prompt - 1 tokens, whole pages of
+- The radix cache (``mem_cache/radix_cache.py`` at 006b0e3d): a finished prompt's KV stays in
+  a tree; a new request reuses its longest cached prefix (at most prompt - 1 tokens, whole pages of
   ``--page-size``, default 1 token); nodes nobody uses are evicted least recently used first,
   leaves only. ``--disable-radix-cache`` (``prefix_cache`` False): no reuse.
 - ``--schedule-policy lpm`` sorts the waiting queue by longest cached prefix before each extend
