@@ -118,18 +118,20 @@ class RadixPool:
                     self._push_leaf(node)
 
     def insert(
-        self, request: SimRequest, held: Sequence[int], now: float
+        self, request: SimRequest, held: Sequence[int], now: float, upto: int
     ) -> tuple[tuple[int, ...], int]:
-        """The request's computed prompt enters the tree after its ``held`` (locked) prefix;
-        the nodes it now locks besides, and the tokens of its own KV they took over. A block
-        someone else inserted meanwhile is used, and the copy computed here freed."""
+        """The request's blocks computed in its first ``upto`` tokens enter the tree after its
+        ``held`` (locked) prefix; the nodes it now locks besides, and the tokens of its own KV
+        they took over. A block someone else inserted meanwhile is used, and the copy computed
+        here freed (``cache_unfinished_req`` / ``cache_finished_req``)."""
         known = set(held)
         parent = held[-1] if held else None
         added: list[int] = []
         moved = 0
         for i, node in enumerate(request.blocks):
-            size = min(request.block_tokens, request.prompt_tokens - i * request.block_tokens)
-            if size <= 0:
+            start = i * request.block_tokens
+            size = min(request.block_tokens, request.prompt_tokens - start)
+            if size <= 0 or start + size > upto:
                 break
             if node not in known:
                 if node in self.tokens:

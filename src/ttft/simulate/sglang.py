@@ -34,7 +34,7 @@ against a running SGLang (see docs/simulate.md, "Limits").
   cached (in-batch prefix caching); with over 128 waiting it falls back to fcfs (the default).
 
 Simplified: prefixes match in the request's hash blocks, not single tokens (``simulate/radix.py``);
-a prompt enters the tree when its prefill ends (SGLang also caches each chunk, and a finished
+a prompt enters the tree in whole blocks after each chunk (SGLang also caches a finished
 request's output); the overlap scheduler, priority scheduling, LoRA, hierarchical cache and the
 ignore-eos admission path are left out.
 """
@@ -144,8 +144,10 @@ class SglangReplica(ReplicaSim):
         req.covered = 0
 
     def _insert(self, req: _Req, now: float) -> None:
+        """The prompt blocks computed so far enter the tree: after each chunk and when the
+        prefill ends (SGLang's cache_unfinished_req)."""
         if self.settings.prefix_cache:
-            added, moved = self.kv.insert(req.outcome.request, req.path, now)
+            added, moved = self.kv.insert(req.outcome.request, req.path, now, req.computed)
             req.path += added
             req.covered += moved
             req.own -= moved
@@ -419,10 +421,9 @@ class SglangReplica(ReplicaSim):
         for r in self.batch:
             r.computed += r.chunk
             r.chunk = 0
+            self._insert(r, end)
             if r.computed < r.target:
                 continue  # the chunked request: its next chunk leads the next extend batch
-            if r.generated == 0:
-                self._insert(r, end)
             if r.outcome.first_token_s is None:
                 r.outcome.first_token_s = end
             r.generated += 1

@@ -82,6 +82,20 @@ def test_a_short_prompt_waits_for_the_chunk_that_leaves_it_room() -> None:
     assert short.first_token_s == pytest.approx(0.680)
 
 
+def test_each_finished_chunk_is_cached_for_a_request_waiting_behind_it() -> None:
+    """SGLang caches a chunked prompt after each chunk (cache_unfinished_req): M, the same
+    600-token prompt as L arriving during L's first chunk, joins L's last chunk having found
+    L's first two chunks (512 tokens, 8 blocks of 64) cached, so that step computes 88 + 88
+    tokens (0.186 s) and both first tokens come at 0.266 + 0.266 + 0.186 = 0.718 s."""
+    blocks = tuple(range(1, 11))
+    long, same = _run(
+        [_req(0, 0.0, 600, 1, blocks), _req(1, 0.001, 600, 1, blocks)], _sg(batch_tokens=256)
+    )
+    assert same.cached_tokens == 512
+    assert long.first_token_s == pytest.approx(0.718)
+    assert same.first_token_s == pytest.approx(0.718)
+
+
 def test_without_chunking_max_prefill_tokens_ends_the_extend_batch() -> None:
     """--chunked-prefill-size -1, --max-prefill-tokens 400: two 300-token prompts at once. The
     first is admitted (the first always is); the second does not fit what is left and runs in
@@ -136,14 +150,14 @@ def test_eviction_drops_the_least_recently_used_unlocked_leaf_first() -> None:
     (a leaf only once its children are gone); a locked node is never evicted."""
     pool = RadixPool(capacity=16, page=1)
     assert pool.alloc(8)
-    x_nodes, moved = pool.insert(SimRequest(0.0, 8, 1, (1, 2), 4), (), 1.0)
+    x_nodes, moved = pool.insert(SimRequest(0.0, 8, 1, (1, 2), 4), (), 1.0, 8)
     assert (x_nodes, moved) == ((1, 2), 8)
     pool.unlock(x_nodes)
     held, tokens = pool.cached((1, 3))
     assert (held, tokens) == ((1,), 4)
     pool.lock(held, 2.0)
     assert pool.alloc(4)
-    y_nodes, _ = pool.insert(SimRequest(0.0, 8, 1, (1, 3), 4), held, 2.0)
+    y_nodes, _ = pool.insert(SimRequest(0.0, 8, 1, (1, 3), 4), held, 2.0, 8)
     pool.unlock(held + y_nodes)
     assert pool.free == 4 and pool.evictable == 12
     pool.evict(4)
