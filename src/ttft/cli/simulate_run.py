@@ -144,7 +144,8 @@ from ttft.simulate.text import HEADER, point_lines
 )
 def run(**opts: Any) -> None:
     """Predict TTFT p50/p95/p99 (with intervals), queue time and goodput for each point of the
-    grid --replicas x --policy x --slots x --batch-tokens x --kv-blocks x --gateway-cap x --rate.
+    grid --replicas x --policy x --slots x --batch-tokens x --kv-blocks x --gateway-cap x
+    --schedule-policy (SGLang) x --rate.
 
     \b
     Workload: --trace FILE (the formats `ttft bench --trace` reads: JSONL bodies with times, or
@@ -156,6 +157,8 @@ def run(**opts: Any) -> None:
       ttft simulate run -c cal.json --trace mooncake.jsonl --replicas 4 \\
           --policy round-robin,least-loaded,prefix-affinity --slo 'ttft:p95<1s'
       ttft simulate run -c cal.json --rate 8 --slo 'ttft:p99<600ms' --fewest-replicas
+      ttft simulate run -c sglang-cal.json --rate 4 --shared-prefix 400 --prefix-groups 8 \\
+          --schedule-policy fcfs,lpm --batch-tokens 2048,8192
     Exit code 1 when --slo is given and a predicted point misses it.
     """
     execute(RunOptions(**opts))

@@ -233,3 +233,16 @@ def test_an_sglang_calibration_compares_schedule_policies(
     out = capsys.readouterr().out
     assert code == 0
     assert "schedule=fcfs" in out and "schedule=lpm" in out
+
+
+def test_an_sglang_calibration_needs_a_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The embedded engine is llama.cpp: `--engine sglang` without --url says so, starts
+    nothing."""
+    code = ttft(
+        ["simulate", "calibrate", "--engine", "sglang", "--out", str(tmp_path / "c.json")],
+        monkeypatch,
+    )
+    assert code == 2
+    assert "sglang calibration needs --url" in capsys.readouterr().err
