@@ -80,8 +80,9 @@ class EngineSettings:
     llama.cpp's context per slot (longer prompts are refused). ``kv_blocks`` x ``block_tokens``:
     vLLM's paged KV cache, SGLang's token pool in pages of ``--page-size`` (None: never short of
     KV). SGLang only: ``max_prefill_tokens`` (``--max-prefill-tokens``), ``schedule_policy``
-    (``--schedule-policy``), ``mixed_chunk`` (``--enable-mixed-chunk``); ``prefix_cache`` False
-    is ``--disable-radix-cache``.
+    (``--schedule-policy``), ``mixed_chunk`` (``--enable-mixed-chunk``),
+    ``schedule_conservativeness`` (``--schedule-conservativeness``); ``prefix_cache`` False is
+    ``--disable-radix-cache``.
     """
 
     kind: EngineKind = "llamacpp"
@@ -96,6 +97,7 @@ class EngineSettings:
     max_prefill_tokens: int = 16384  # SGLang's default (server_args.py)
     schedule_policy: str = "fcfs"  # SGLang's default (server_args.py)
     mixed_chunk: bool = False  # SGLang's default (server_args.py)
+    schedule_conservativeness: float = 1.0  # SGLang's default (server_args.py)
 
     def check(self) -> None:
         if self.kind not in ENGINE_KINDS:
@@ -110,6 +112,14 @@ class EngineSettings:
         for name in ("slots", "batch_tokens", "block_tokens", "max_prefill_tokens"):
             if getattr(self, name) < 1:
                 raise TtftError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.kind == "sglang" and self.chunked_prefill and self.batch_tokens % self.block_tokens:
+            raise TtftError(
+                f"SGLang's chunked prefill size ({self.batch_tokens}) must be a multiple of its "
+                f"page size ({self.block_tokens})",
+                "give --batch-tokens in whole pages (server_args.py asserts it)",
+            )
+        if not self.schedule_conservativeness > 0:
+            raise TtftError("schedule_conservativeness must be above 0")
         if self.kv_blocks is not None and self.kv_blocks < 1:
             raise TtftError(f"kv_blocks must be at least 1, not {self.kv_blocks}")
 

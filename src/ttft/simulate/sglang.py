@@ -19,16 +19,16 @@ against a running SGLang (see docs/simulate.md, "Limits").
   ``new_token_ratio``. A refusal for KV marks the batch full: no extend is tried until a
   running request finishes or is retracted.
 - ``new_token_ratio`` starts at 0.7 (``SGLANG_INIT_NEW_TOKEN_RATIO`` x
-  ``--schedule-conservativeness`` 1.0), drops by (0.7 - 0.7 x 0.14) / 600 each decode step to
-  0.098. A decode step that finds too little KV (after evicting) retracts requests, fewest
-  generated tokens first and then longest prompt, until 20 steps of the rest fit
-  (``SGLANG_RETRACT_DECODE_STEPS``); the ratio becomes (generated + 20 x left) / (max_new + 1)
-  over those left. A retracted request goes to the back of the queue and computes its prompt
-  and generated tokens again, less what the radix cache still holds.
-- The radix cache (``mem_cache/radix_cache.py`` at 006b0e3d): a finished prompt's KV stays in
-  a tree; a new request reuses its longest cached prefix (at most prompt - 1 tokens, whole pages of
-  ``--page-size``, default 1 token); nodes nobody uses are evicted least recently used first,
-  leaves only. ``--disable-radix-cache`` (``prefix_cache`` False): no reuse.
+  ``--schedule-conservativeness``, default 1.0, at most 1), drops by (0.7 - 0.7 x 0.14) / 600
+  each decode step to 0.098. A decode step that finds too little KV (after evicting) retracts
+  requests, fewest generated tokens first and then longest prompt, until 20 steps of the rest
+  fit (``SGLANG_RETRACT_DECODE_STEPS``); the ratio becomes (generated + 20 x left) /
+  (max_new + 1) over those left. A retracted request goes to the back of the queue and
+  computes its prompt and generated tokens again, less what the radix cache still holds.
+- The radix cache (``mem_cache/radix_cache.py`` at 006b0e3d): a computed prompt's KV stays in
+  a tree; a new request reuses its longest cached prefix (at most prompt - 1 tokens, whole
+  pages of ``--page-size``, default 1 token); nodes nobody uses are evicted least recently
+  used first, leaves only. ``--disable-radix-cache`` (``prefix_cache`` False): no reuse.
 - ``--schedule-policy lpm`` sorts the waiting queue by longest cached prefix before each extend
   batch, deferring requests that share 32+ tokens with an earlier waiting one whose prefix is not
   cached (in-batch prefix caching); with over 128 waiting it falls back to fcfs (the default).
@@ -50,9 +50,9 @@ from ttft.simulate.model import CostModel, EngineSettings
 from ttft.simulate.radix import RadixPool
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
-INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO x --schedule-conservativeness 1.0
-MIN_NEW_TOKEN_RATIO = INIT_NEW_TOKEN_RATIO * 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
-RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600  # ..._DECAY_STEPS
+INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO (times --schedule-conservativeness)
+MIN_RATIO_FACTOR = 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
+RATIO_DECAY_STEPS = 600  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS
 LPM_MAX_QUEUE = 128  # schedule_policy.py: lpm falls back to fcfs above this queue length
 IN_BATCH_PREFIX_THRESHOLD = 32  # IN_BATCH_PREFIX_CACHING_{CHECK,DEPRIORITIZE}_THRESHOLD
@@ -85,7 +85,11 @@ class SglangReplica(ReplicaSim):
         self.chunked: _Req | None = None
         self.batch: list[_Req] = []  # the running extend batch (empty: a decode step)
         self.batch_full = False
-        self.ratio = INIT_NEW_TOKEN_RATIO
+        # scheduler.py: init = min(0.7 x conservativeness, 1), floor = min(init x 0.14, 1)
+        self.init_ratio = min(INIT_NEW_TOKEN_RATIO * settings.schedule_conservativeness, 1.0)
+        self.min_ratio = min(self.init_ratio * MIN_RATIO_FACTOR, 1.0)
+        self.ratio_decay = (self.init_ratio - self.min_ratio) / RATIO_DECAY_STEPS
+        self.ratio = self.init_ratio
         self.retractions = 0
         self.repeat = 1  # decode steps the running event stands for
         self.in_run = False
@@ -296,11 +300,11 @@ class SglangReplica(ReplicaSim):
 
     def _decay(self, steps: int) -> None:
         """new_token_ratio after ``steps`` decode steps: the same subtractions as one a step."""
-        ratio = self.ratio
-        while steps and ratio - RATIO_DECAY > MIN_NEW_TOKEN_RATIO:
-            ratio -= RATIO_DECAY
+        ratio, decay, floor = self.ratio, self.ratio_decay, self.min_ratio
+        while steps and ratio - decay > floor:
+            ratio -= decay
             steps -= 1
-        self.ratio = MIN_NEW_TOKEN_RATIO if steps else ratio
+        self.ratio = floor if steps else ratio
 
     def _decode_run(self) -> int:
         """Decode steps that stay alike from here (nobody admitted, retracted, finished or

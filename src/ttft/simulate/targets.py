@@ -109,7 +109,7 @@ def sglang_settings(
     (server_args.py): --max-running-requests, --chunked-prefill-size (-1: chunking off),
     --max-prefill-tokens (SGLang uses at least the context length), --page-size (1), the KV
     pool (``max_total_num_tokens``), --schedule-policy (fcfs; a policy the model does not know
-    runs as fcfs), --disable-radix-cache, --enable-mixed-chunk."""
+    runs as fcfs), --disable-radix-cache, --enable-mixed-chunk, --schedule-conservativeness."""
     chunk = info.get("chunked_prefill_size")
     chunked = not (isinstance(chunk, int) and chunk <= 0)
     page = _pos(info.get("page_size")) or 1
@@ -128,9 +128,15 @@ def sglang_settings(
         max_prefill_tokens=max(prefill, context or 0),
         schedule_policy=policy if policy in SGLANG_POLICIES else "fcfs",
         mixed_chunk=info.get("enable_mixed_chunk") is True,
+        schedule_conservativeness=_positive_float(info.get("schedule_conservativeness")) or 1.0,
     )
     settings.check()
     return settings
+
+
+def _positive_float(value: object) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    return float(value) if ok else None  # type: ignore[arg-type]
 
 
 def _pos(value: object) -> int | None:

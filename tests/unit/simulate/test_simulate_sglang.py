@@ -45,6 +45,26 @@ def test_a_schedule_policy_the_model_does_not_know_is_refused() -> None:
         _sg(schedule_policy="dfs-weight").check()
 
 
+def test_the_chunk_size_must_be_whole_pages_as_sglang_asserts() -> None:
+    with pytest.raises(TtftError, match="multiple of its page size"):
+        _sg(batch_tokens=100, block_tokens=16).check()
+    _sg(batch_tokens=100, block_tokens=16, chunked_prefill=False).check()  # -1: no chunks
+
+
+def test_schedule_conservativeness_scales_the_starting_new_token_ratio() -> None:
+    """init = min(0.7 x conservativeness, 1), floor = init x 0.14, reached after 600 decode
+    steps."""
+    assert sglang.SglangReplica(COST, _sg()).ratio == pytest.approx(0.7)
+    careful = sglang.SglangReplica(COST, _sg(schedule_conservativeness=2.0))
+    assert careful.ratio == 1.0
+    bold = sglang.SglangReplica(COST, _sg(schedule_conservativeness=0.5))
+    assert bold.ratio == pytest.approx(0.35)
+    bold._decay(300)
+    assert bold.ratio == pytest.approx(0.35 - 300 * (0.35 - 0.049) / 600)
+    bold._decay(10_000)
+    assert bold.ratio == pytest.approx(0.049)
+
+
 def test_a_decode_batch_waits_while_a_new_prefill_runs() -> None:
     """A (100-token prompt, 5 tokens) decodes from 0.110 s; B (200 tokens) arrives at 0.115 s.
     After A's decode step ending 0.121 s, B's extend batch runs alone (0.210 s) while A waits:
@@ -302,8 +322,10 @@ def test_settings_come_from_sglang_server_info_with_its_defaults_for_absent_fiel
         "schedule_policy": "lpm",
         "disable_radix_cache": False,
         "enable_mixed_chunk": True,
+        "schedule_conservativeness": 0.5,
     }
     got = sglang_settings(info)
+    assert got.schedule_conservativeness == 0.5
     assert (got.kind, got.slots, got.batch_tokens, got.block_tokens) == ("sglang", 48, 4096, 16)
     assert got.kv_blocks == 10_000  # pages of 16 tokens
     assert got.max_prefill_tokens == 32768  # at least the context length
