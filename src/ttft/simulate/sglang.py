@@ -17,7 +17,8 @@ against a running SGLang (see docs/simulate.md, "Limits").
   admitted requests may need: prompt + min(max_new_tokens, 4096) + one page each, against free +
   evictable KV minus, for each running request, its remaining tokens (clipped at 4096) times
   ``new_token_ratio``. A refusal for KV marks the batch full: no extend is tried until a
-  running request finishes or is retracted.
+  running request finishes or is retracted. (On arrival an output is clipped to what the pool
+  can hold beside its prompt: ``init_req_max_new_tokens``.)
 - ``new_token_ratio`` starts at 0.7 (``SGLANG_INIT_NEW_TOKEN_RATIO`` x
   ``--schedule-conservativeness``, default 1.0, at most 1), drops by (0.7 - 0.7 x 0.14) / 600
   each decode step to 0.098. A decode step that finds too little KV (after evicting) retracts
