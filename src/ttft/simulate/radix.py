@@ -124,29 +124,31 @@ class RadixPool:
         ``held`` (locked) prefix; the nodes it now locks besides, and the tokens of its own KV
         they took over. A block someone else inserted meanwhile is used, and the copy computed
         here freed (``cache_unfinished_req`` / ``cache_finished_req``)."""
-        known = set(held)
+        blocks, size_of, prompt = request.blocks, request.block_tokens, request.prompt_tokens
+        tokens, locks, access, children = self.tokens, self.locks, self.access, self.children
         parent = held[-1] if held else None
         added: list[int] = []
         moved = 0
-        for i, node in enumerate(request.blocks):
-            start = i * request.block_tokens
-            size = min(request.block_tokens, request.prompt_tokens - start)
+        for i in range(len(held), len(blocks)):  # ``held`` is the leading blocks
+            start = i * size_of
+            size = min(size_of, prompt - start)
             if size <= 0 or start + size > upto:
                 break
-            if node not in known:
-                if node in self.tokens:
-                    self.free += size
-                else:
-                    self.tokens[node] = size
-                    self.parent[node] = parent
-                    self.children[node] = 0
-                    self.locks[node] = 0
-                    self.access[node] = now
-                    self.evictable += size  # unlocked until the lock below
-                    if parent is not None:
-                        self.children[parent] += 1
-                self.lock((node,), now)
-                added.append(node)
-                moved += size
+            node = blocks[i]
+            if node in tokens:  # someone else's: locked, and the copy computed here freed
+                self.free += size
+                if locks[node] == 0:
+                    self.evictable -= tokens[node]
+                locks[node] += 1
+            else:  # a new node, locked by its request
+                tokens[node] = size
+                self.parent[node] = parent
+                children[node] = 0
+                locks[node] = 1
+                if parent is not None:
+                    children[parent] += 1
+            access[node] = now
+            added.append(node)
+            moved += size
             parent = node
         return tuple(added), moved
