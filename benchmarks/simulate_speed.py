@@ -97,6 +97,13 @@ def main() -> None:
     parser.add_argument("--sglang-requests", type=int, default=100_000)
     parser.add_argument("--sglang-replicas", type=int, default=16)
     parser.add_argument("--load", type=float, default=0.7, help="of the fleet's capacity")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="Measure the vLLM and SGLang targets this many times, taking turns, and keep each "
+        "one's fastest (a neighbour's load on a shared machine slows single runs).",
+    )
     args = parser.parse_args()
     runs = []
     if args.requests > 0:
@@ -117,8 +124,18 @@ def main() -> None:
             f"requests/s against the anchor: {big.per_s / anchor.per_s:.2f}x"
         )
         per_s[kind] = big.per_s
+    pair = [(kind, count, replicas) for kind, count, replicas in runs if kind != "llamacpp"]
+    for _ in range(args.repeat - 1):
+        for kind, count, replicas in pair:
+            again = measure(kind, count, replicas, args.load)  # type: ignore[arg-type]
+            show("again", again)
+            per_s[kind] = max(per_s[kind], again.per_s)
     if "vllm" in per_s and "sglang" in per_s:
-        print(f"SGLang requests/s against vLLM's, same run: {per_s['sglang'] / per_s['vllm']:.2f}x")
+        print(
+            f"SGLang requests/s against vLLM's, same run (fastest of {args.repeat}): "
+            f"{per_s['sglang']:,.0f} / {per_s['vllm']:,.0f} = "
+            f"{per_s['sglang'] / per_s['vllm']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,22 @@ from collections.abc import Sequence
 from ttft.simulate.requests import SimRequest
 
 
+class Node:
+    """One cached block: the tokens it holds, its parent, how many children and locks it has,
+    and when a request last matched it."""
+
+    __slots__ = ("access", "children", "gone", "key", "locks", "parent", "tokens")
+
+    def __init__(self, key: int, tokens: int, parent: Node | None, locks: int = 0) -> None:
+        self.key = key
+        self.tokens = tokens
+        self.parent = parent
+        self.children = 0
+        self.locks = locks
+        self.access = 0.0
+        self.gone = False  # evicted
+
+
 class RadixPool:
     """``capacity`` KV tokens (None: never short), of which the tree holds some."""
 
@@ -30,51 +46,38 @@ class RadixPool:
         self.page = page
         self.free = capacity if capacity is not None else 1 << 60
         self.evictable = 0  # tokens in nodes nobody locks
-        self.tokens: dict[int, int] = {}  # node -> tokens it holds
-        self.parent: dict[int, int | None] = {}
-        self.children: dict[int, int] = {}
-        self.locks: dict[int, int] = {}
-        self.access: dict[int, float] = {}
-        self._leaves: list[tuple[float, int, int]] = []  # (access, tie, node), stale allowed
+        self.nodes: dict[int, Node] = {}  # block hash -> its node
+        self._leaves: list[tuple[float, int, Node]] = []  # (access, tie, node), stale allowed
         self._tie = 0
 
     def ceil(self, tokens: int) -> int:
         """``tokens`` rounded up to whole pages."""
         return -(-tokens // self.page) * self.page
 
-    def _push_leaf(self, node: int) -> None:
+    def _push_leaf(self, node: Node) -> None:
         if self.capacity is None:
             return  # never short of KV: nothing is ever evicted
         self._tie += 1
-        heapq.heappush(self._leaves, (self.access[node], self._tie, node))
-        if len(self._leaves) > 4 * len(self.tokens) + 64:  # mostly stale entries: drop them
-            self._leaves = [e for e in self._leaves if self._current(e[0], e[2])]
+        heapq.heappush(self._leaves, (node.access, self._tie, node))
+        if len(self._leaves) > 4 * len(self.nodes) + 64:  # mostly stale entries: drop them
+            self._leaves = [e for e in self._leaves if _current(e[0], e[2])]
             heapq.heapify(self._leaves)
-
-    def _current(self, when: float, node: int) -> bool:
-        """An eviction entry still stands: an unlocked leaf untouched since it was pushed."""
-        return (
-            node in self.tokens
-            and not self.locks[node]
-            and not self.children[node]
-            and self.access[node] == when
-        )
 
     def evict(self, tokens: int) -> None:
         """Free ``tokens`` more by dropping unlocked leaves, least recently used first."""
         target = self.free + tokens
         while self.free < target and self._leaves:
             when, _, node = heapq.heappop(self._leaves)
-            if not self._current(when, node):
+            if not _current(when, node):
                 continue  # stale entry: locked, grown a child or touched since
-            size = self.tokens.pop(node)
-            self.free += size
-            self.evictable -= size
-            parent = self.parent.pop(node)
-            del self.children[node], self.locks[node], self.access[node]
+            del self.nodes[node.key]
+            node.gone = True
+            self.free += node.tokens
+            self.evictable -= node.tokens
+            parent = node.parent
             if parent is not None:
-                self.children[parent] -= 1
-                if self.children[parent] == 0 and self.locks[parent] == 0:
+                parent.children -= 1
+                if parent.children == 0 and parent.locks == 0:
                     self._push_leaf(parent)
 
     def alloc(self, tokens: int) -> bool:
@@ -86,69 +89,73 @@ class RadixPool:
         self.free -= tokens
         return True
 
-    def cached(self, blocks: Sequence[int]) -> tuple[tuple[int, ...], int]:
+    def cached(self, blocks: Sequence[int]) -> tuple[tuple[Node, ...], int]:
         """The leading nodes of ``blocks`` in the tree, and the tokens they hold."""
-        nodes: list[int] = []
+        found: list[Node] = []
         tokens = 0
-        for node in blocks:
-            size = self.tokens.get(node)
-            if size is None:
+        get = self.nodes.get
+        for key in blocks:
+            node = get(key)
+            if node is None:
                 break
-            nodes.append(node)
-            tokens += size
-        return tuple(nodes), tokens
+            found.append(node)
+            tokens += node.tokens
+        return tuple(found), tokens
 
-    def lock(self, nodes: Sequence[int], now: float) -> int:
+    def lock(self, nodes: Sequence[Node], now: float) -> int:
         """Lock ``nodes`` (a request uses them) and touch them; the tokens they hold."""
         held = 0
         for node in nodes:
-            if self.locks[node] == 0:
-                self.evictable -= self.tokens[node]
-            self.locks[node] += 1
-            self.access[node] = now
-            held += self.tokens[node]
+            if node.locks == 0:
+                self.evictable -= node.tokens
+            node.locks += 1
+            node.access = now
+            held += node.tokens
         return held
 
-    def unlock(self, nodes: Sequence[int]) -> None:
+    def unlock(self, nodes: Sequence[Node]) -> None:
         for node in nodes:
-            self.locks[node] -= 1
-            if self.locks[node] == 0:
-                self.evictable += self.tokens[node]
-                if self.children[node] == 0:
+            node.locks -= 1
+            if node.locks == 0:
+                self.evictable += node.tokens
+                if node.children == 0:
                     self._push_leaf(node)
 
     def insert(
-        self, request: SimRequest, held: Sequence[int], now: float, upto: int
-    ) -> tuple[tuple[int, ...], int]:
+        self, request: SimRequest, held: Sequence[Node], now: float, upto: int
+    ) -> tuple[tuple[Node, ...], int]:
         """The request's blocks computed in its first ``upto`` tokens enter the tree after its
         ``held`` (locked) prefix; the nodes it now locks besides, and the tokens of its own KV
         they took over. A block someone else inserted meanwhile is used, and the copy computed
         here freed (``cache_unfinished_req`` / ``cache_finished_req``)."""
         blocks, size_of, prompt = request.blocks, request.block_tokens, request.prompt_tokens
-        tokens, locks, access, children = self.tokens, self.locks, self.access, self.children
+        nodes = self.nodes
         parent = held[-1] if held else None
-        added: list[int] = []
+        added: list[Node] = []
         moved = 0
         for i in range(len(held), len(blocks)):  # ``held`` is the leading blocks
             start = i * size_of
             size = min(size_of, prompt - start)
             if size <= 0 or start + size > upto:
                 break
-            node = blocks[i]
-            if node in tokens:  # someone else's: locked, and the copy computed here freed
+            key = blocks[i]
+            node = nodes.get(key)
+            if node is not None:  # someone else's: locked, and the copy computed here freed
                 self.free += size
-                if locks[node] == 0:
-                    self.evictable -= tokens[node]
-                locks[node] += 1
+                if node.locks == 0:
+                    self.evictable -= node.tokens
+                node.locks += 1
             else:  # a new node, locked by its request
-                tokens[node] = size
-                self.parent[node] = parent
-                children[node] = 0
-                locks[node] = 1
+                node = nodes[key] = Node(key, size, parent, 1)
                 if parent is not None:
-                    children[parent] += 1
-            access[node] = now
+                    parent.children += 1
+            node.access = now
             added.append(node)
             moved += size
             parent = node
         return tuple(added), moved
+
+
+def _current(when: float, node: Node) -> bool:
+    """An eviction entry still stands: an unlocked leaf in the tree, untouched since pushed."""
+    return not node.gone and not node.locks and not node.children and node.access == when

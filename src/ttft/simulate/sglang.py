@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 from ttft.simulate.engine import ReplicaSim, SimOutcome
 from ttft.simulate.model import CostModel, EngineSettings
-from ttft.simulate.radix import RadixPool
+from ttft.simulate.radix import Node, RadixPool
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
 INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO (times --schedule-conservativeness)
@@ -66,7 +66,7 @@ class _Req:
     target: int = 0  # tokens to compute before the next token is sampled
     generated: int = 0
     own: int = 0  # KV tokens this request allocated (page-rounded, not in the tree)
-    path: tuple[int, ...] = ()  # tree nodes it holds a lock on
+    path: tuple[Node, ...] = ()  # tree nodes it holds a lock on (its leading blocks)
     covered: int = 0  # tokens of those nodes
     chunk: int = 0  # tokens in the running step
     hit: int = 0  # cached tokens found at this admission

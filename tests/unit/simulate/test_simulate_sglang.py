@@ -13,7 +13,7 @@ from ttft.simulate import sglang
 from ttft.simulate.engine import SimOutcome
 from ttft.simulate.fleet import FleetResult, Policy, make_replica, simulate
 from ttft.simulate.model import CostModel, EngineSettings
-from ttft.simulate.radix import RadixPool
+from ttft.simulate.radix import Node, RadixPool
 from ttft.simulate.requests import SimRequest, poisson_times, synthetic
 
 COST = CostModel(step_base_s=0.01, prefill_token_s=0.001, decode_seq_s=0.001)
@@ -171,23 +171,24 @@ def test_eviction_drops_the_least_recently_used_unlocked_leaf_first() -> None:
     pool = RadixPool(capacity=16, page=1)
     assert pool.alloc(8)
     x_nodes, moved = pool.insert(SimRequest(0.0, 8, 1, (1, 2), 4), (), 1.0, 8)
-    assert (x_nodes, moved) == ((1, 2), 8)
+    assert ([n.key for n in x_nodes], moved) == ([1, 2], 8)
     pool.unlock(x_nodes)
     held, tokens = pool.cached((1, 3))
-    assert (held, tokens) == ((1,), 4)
+    assert ([n.key for n in held], tokens) == ([1], 4)
     pool.lock(held, 2.0)
     assert pool.alloc(4)
     y_nodes, _ = pool.insert(SimRequest(0.0, 8, 1, (1, 3), 4), held, 2.0, 8)
     pool.unlock(held + y_nodes)
     assert pool.free == 4 and pool.evictable == 12
     pool.evict(4)
-    assert sorted(pool.tokens) == [1, 3]
-    pool.lock((1,), 3.0)  # a request now uses node 1
+    assert sorted(pool.nodes) == [1, 3]
+    shared = pool.nodes[1]
+    pool.lock((shared,), 3.0)  # a request now uses node 1
     pool.evict(8)
-    assert sorted(pool.tokens) == [1]  # leaf 3 went; the locked node 1 stays
-    pool.unlock((1,))
+    assert sorted(pool.nodes) == [1]  # leaf 3 went; the locked node 1 stays
+    pool.unlock((shared,))
     pool.evict(4)
-    assert pool.tokens == {} and pool.free == 16 and pool.evictable == 0
+    assert pool.nodes == {} and pool.free == 16 and pool.evictable == 0
 
 
 def _lpm_scene() -> list[SimRequest]:
@@ -235,8 +236,7 @@ def test_lpm_defers_a_request_sharing_an_uncached_prefix_with_an_earlier_one() -
 
 def test_lpm_falls_back_to_fcfs_with_more_than_128_waiting() -> None:
     replica = sglang.SglangReplica(COST, _sg(schedule_policy="lpm"))
-    replica.kv.tokens[1] = 64  # a cached node the last request would match
-    replica.kv.locks[1] = replica.kv.children[1] = 0
+    replica.kv.nodes[1] = Node(1, 64, None)  # a cached block the last request would match
     for i in range(130):
         outcome = SimOutcome(_req(i, 0.0, 64, 1, (1,) if i == 129 else (500 + i,)))
         replica._enqueue(outcome)
