@@ -207,8 +207,9 @@ class SglangReplica(ReplicaSim):
         rem_input = settings.max_prefill_tokens - mixed
         rem_chunk = settings.batch_tokens - mixed if settings.chunked_prefill else None
         rem_total = float(self.kv.free + self.kv.evictable)
-        for r in self.running:
-            rem_total -= min(r.max_new - r.generated, CLIP_MAX_NEW_TOKENS) * self.ratio
+        if self.kv.capacity is not None:  # (unbounded: the reserve cannot matter)
+            for r in self.running:
+                rem_total -= min(r.max_new - r.generated, CLIP_MAX_NEW_TOKENS) * self.ratio
         batch: list[_Req] = []
         chunked = self.chunked
         if chunked is not None:
@@ -317,7 +318,9 @@ class SglangReplica(ReplicaSim):
         if self.waiting and not self.batch_full:
             return 0
         k = min(r.max_new - r.generated for r in self.running)
-        if k < 2 or self._decode_need(1) > self.kv.free:
+        if k < 2 or self.kv.capacity is None:
+            return k if k >= 2 else 0
+        if self._decode_need(1) > self.kv.free:
             return 0
         if self._decode_need(k) <= self.kv.free:
             return k
