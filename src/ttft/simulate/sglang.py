@@ -320,6 +320,9 @@ class SglangReplica(ReplicaSim):
         k = min(r.max_new - r.generated for r in self.running)
         if k < 2 or self.kv.capacity is None:
             return k if k >= 2 else 0
+        if self.page == 1 and all(r.covered + r.own == r.computed for r in self.running):
+            fits = self.kv.free // len(self.running)  # one token each a step, none spare
+            return k if fits >= k else (fits if fits >= 2 else 0)
         if self._decode_need(1) > self.kv.free:
             return 0
         if self._decode_need(k) <= self.kv.free:
