@@ -16,13 +16,14 @@ request than a hundred thousand (heaps, garbage collection, caches growing).
     python benchmarks/simulate_speed.py                  # 1M llama.cpp, 100k vLLM, 100k SGLang
     python benchmarks/simulate_speed.py --requests 200000 --vllm-requests 20000
     python benchmarks/simulate_speed.py --requests 0     # vLLM and SGLang only, same process
+    python benchmarks/simulate_speed.py --requests 0 --repeat 3 --kv-tokens 3040  # a full KV
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ttft.simulate.fleet import simulate
 from ttft.simulate.model import CostModel, EngineKind, EngineSettings
@@ -69,11 +70,16 @@ def _workload(count: int, replicas: int, load: float) -> list[SimRequest]:
     return poisson_times(mix, rate, seed=1)
 
 
-def measure(kind: EngineKind, count: int, replicas: int, load: float) -> Timing:
+def measure(
+    kind: EngineKind, count: int, replicas: int, load: float, kv_tokens: int | None = None
+) -> Timing:
     t0 = time.perf_counter()
     requests = _workload(count, replicas, load)
     t1 = time.perf_counter()
     settings = EngineSettings(kind=kind, slots=SLOTS, batch_tokens=2048)
+    if kv_tokens is not None and kind != "llamacpp":  # vLLM: blocks of 16; SGLang: pages of 1
+        page = 16 if kind == "vllm" else 1
+        settings = replace(settings, kv_blocks=kv_tokens // page, block_tokens=page)
     result = simulate(requests, COST, settings, replicas=replicas)
     t2 = time.perf_counter()
     ttfts = sorted(o.ttft_s for o in result.outcomes if o.ttft_s is not None)
@@ -98,6 +104,13 @@ def main() -> None:
     parser.add_argument("--sglang-replicas", type=int, default=16)
     parser.add_argument("--load", type=float, default=0.7, help="of the fleet's capacity")
     parser.add_argument(
+        "--kv-tokens",
+        type=int,
+        default=None,
+        help="Give the vLLM and SGLang replicas a KV pool of this many tokens each (default: "
+        "unbounded), so evictions and preemptions are part of the run.",
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -114,8 +127,9 @@ def main() -> None:
         runs.append(("sglang", args.sglang_requests, args.sglang_replicas))
     per_s: dict[str, float] = {}
     for kind, count, replicas in runs:
-        anchor = measure(kind, max(1, count // 10), max(1, replicas // 10), args.load)  # type: ignore[arg-type]
-        big = measure(kind, count, replicas, args.load)  # type: ignore[arg-type]
+        small = max(1, count // 10), max(1, replicas // 10)
+        anchor = measure(kind, *small, args.load, args.kv_tokens)  # type: ignore[arg-type]
+        big = measure(kind, count, replicas, args.load, args.kv_tokens)  # type: ignore[arg-type]
         show("anchor", anchor)
         show("target", big)
         print(
@@ -127,7 +141,7 @@ def main() -> None:
     pair = [(kind, count, replicas) for kind, count, replicas in runs if kind != "llamacpp"]
     for _ in range(args.repeat - 1):
         for kind, count, replicas in pair:
-            again = measure(kind, count, replicas, args.load)  # type: ignore[arg-type]
+            again = measure(kind, count, replicas, args.load, args.kv_tokens)  # type: ignore[arg-type]
             show("again", again)
             per_s[kind] = max(per_s[kind], again.per_s)
     if "vllm" in per_s and "sglang" in per_s:
