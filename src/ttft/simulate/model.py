@@ -79,10 +79,11 @@ class EngineSettings:
     ``--chunked-prefill-size`` (``chunked_prefill`` False: SGLang's ``-1``). ``ctx_per_slot``:
     llama.cpp's context per slot (longer prompts are refused). ``kv_blocks`` x ``block_tokens``:
     vLLM's paged KV cache, SGLang's token pool in pages of ``--page-size`` (None: never short of
-    KV). SGLang only: ``max_prefill_tokens`` (``--max-prefill-tokens``), ``schedule_policy``
-    (``--schedule-policy``), ``mixed_chunk`` (``--enable-mixed-chunk``),
-    ``schedule_conservativeness`` (``--schedule-conservativeness``); ``prefix_cache`` False is
-    ``--disable-radix-cache``.
+    KV; SGLang's page is 1 token by default, which ``targets.sglang_settings`` sets: the field's
+    own default, 16, is vLLM's block). SGLang only: ``max_prefill_tokens``
+    (``--max-prefill-tokens``), ``schedule_policy`` (``--schedule-policy``), ``mixed_chunk``
+    (``--enable-mixed-chunk``), ``schedule_conservativeness`` (``--schedule-conservativeness``);
+    ``prefix_cache`` False is ``--disable-radix-cache``.
     """
 
     kind: EngineKind = "llamacpp"

@@ -24,7 +24,7 @@ from ttft.core.slo import Slo
 from ttft.core.stats import percentile
 from ttft.simulate.engine import SimOutcome
 from ttft.simulate.fleet import simulate
-from ttft.simulate.model import Calibration, EngineSettings
+from ttft.simulate.model import SGLANG_POLICIES, Calibration, EngineSettings
 from ttft.simulate.requests import SimRequest, synthetic
 from ttft.simulate.whatif import check_slos
 from ttft.tune.runner import rate_requests
@@ -53,6 +53,12 @@ MODELLED: dict[str, dict[str, str]] = {
         "--enable-chunked-prefill": "chunked_prefill",
         "--enable-prefix-caching": "prefix_cache",
     },
+    "sglang": {  # simulate/sglang.py
+        "--max-running-requests": "slots",
+        "--chunked-prefill-size": "batch_tokens",  # -1: chunked prefill off
+        "--max-prefill-tokens": "max_prefill_tokens",
+        "--schedule-policy": "schedule_policy",
+    },
 }
 _SWITCHES = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 
@@ -75,7 +81,7 @@ def load_calibration(path: Path, engine_kind: str) -> Calibration:
     kind = calibration.engine.kind
     if engine_kind not in MODELLED:
         raise TtftError(
-            f"--predict: the simulator models llama.cpp and vLLM, not {engine_kind}",
+            f"--predict: the simulator models llama.cpp, vLLM and SGLang, not {engine_kind}",
             "drop --predict for this engine",
         )
     if kind != engine_kind:
@@ -102,6 +108,15 @@ def engine_settings(
             if value.lower() not in _SWITCHES:
                 return f"not predicted: {flag} {value!r} is not on or off"
             changes[name] = _SWITCHES[value.lower()]
+            continue
+        if name == "schedule_policy":
+            if value not in SGLANG_POLICIES:
+                known = ", ".join(SGLANG_POLICIES)
+                return f"not predicted: {flag} {value} (the model knows {known})"
+            changes[name] = value
+            continue
+        if flag == "--chunked-prefill-size" and value.strip() == "-1":
+            changes["chunked_prefill"] = False
             continue
         try:
             number = int(value)

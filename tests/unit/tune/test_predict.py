@@ -68,6 +68,25 @@ def test_the_modelled_flags_set_the_simulators_settings() -> None:
     assert isinstance(vllm, EngineSettings) and vllm.slots == 8 and not vllm.chunked_prefill
 
 
+def test_sglang_flags_set_the_sglang_models_settings() -> None:
+    sglang = engine_settings(
+        calibration("sglang"),
+        "sglang",
+        {
+            "--max-running-requests": "32",
+            "--chunked-prefill-size": "2048",
+            "--schedule-policy": "lpm",
+        },
+        None,
+    )
+    assert isinstance(sglang, EngineSettings)
+    assert (sglang.slots, sglang.batch_tokens, sglang.schedule_policy) == (32, 2048, "lpm")
+    off = engine_settings(calibration("sglang"), "sglang", {"--chunked-prefill-size": "-1"}, None)
+    assert isinstance(off, EngineSettings) and not off.chunked_prefill
+    why = engine_settings(calibration("sglang"), "sglang", {"--schedule-policy": "lof"}, None)
+    assert why == "not predicted: --schedule-policy lof (the model knows fcfs, lpm)"
+
+
 def test_a_flag_the_model_does_not_cover_is_named() -> None:
     why = engine_settings(calibration(), "llamacpp", {"-np": "2", "-ub": "128"}, None)
     assert why == "not predicted: the model does not cover -ub"
