@@ -77,6 +77,17 @@ def test_a_decode_batch_waits_while_a_new_prefill_runs() -> None:
     assert a.done_s == pytest.approx(0.365)
 
 
+def test_where_vllm_decodes_beside_a_new_prompt_sglang_stalls_the_decode() -> None:
+    """The same arrivals on both models: vLLM's step carries A's decode token beside B's prompt
+    (one budget, mixed), SGLang's extend step leaves A waiting, so A finishes a step later."""
+    arrivals = [_req(0, 0.0, 100, 5), _req(1, 0.115, 200, 2)]
+    a_sg, _ = _run(arrivals, _sg())
+    vllm_settings = EngineSettings(kind="vllm", slots=8, batch_tokens=8192)
+    a_vllm, _ = _run(arrivals, vllm_settings)
+    assert a_vllm.done_s == pytest.approx(0.355)  # as SGLang with --enable-mixed-chunk
+    assert a_sg.done_s == pytest.approx(0.365)
+
+
 def test_with_mixed_chunk_the_decoding_requests_ride_in_the_extend_batch() -> None:
     """--enable-mixed-chunk: B's extend batch also decodes A (0.211 s, ending 0.332 s), so A
     has 3 tokens then; A and B decode together once (B done at 0.344 s), A once more (0.355 s)."""
