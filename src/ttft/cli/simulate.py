@@ -65,7 +65,13 @@ def simulate() -> None:
     default=None,
     help="Batch tokens (-b / max-num-batched-tokens). Default: read from /props, else 2048.",
 )
-@click.option("--kv-blocks", type=int, default=None, help="vLLM: KV blocks (16 tokens each).")
+@click.option(
+    "--kv-blocks",
+    type=int,
+    default=None,
+    help="vLLM: KV blocks. Default: read from its vllm:cache_config_info metric, with their "
+    "size (16 tokens on a GPU, 128 on the CPU build).",
+)
 @click.option(
     "--threads",
     type=click.IntRange(min=1),
