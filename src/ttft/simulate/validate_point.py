@@ -56,7 +56,8 @@ def validate_point(
                 replace(r, route_key=k) for r, k in zip(requests, route_keys(items), strict=True)
             ]
             prediction = replace(prediction, first_ttft_s=_mirror(cal, mirrored, config, names))
-        speed = speed_now(probe, tokenizer, cal.cost)
+        batch = config.batch_tokens or cal.engine.batch_tokens
+        speed = speed_now(probe, tokenizer, cal.cost, batch_tokens=batch)
         progress(f"  validate: {len(items)} requests on {target.root}")
         records = measure(target, items, arrival)
     out["speed_now"] = speed
