@@ -41,8 +41,19 @@ def simulate() -> None:
 
 
 @simulate.command("calibrate")
-@click.option("--url", default=None, help="The engine to calibrate. Default: the embedded one.")
-@click.option("--model", default=None, help="Model name. Default: the first of /v1/models.")
+@click.option(
+    "--url",
+    default=None,
+    help="The engine to calibrate. Default: one ttft starts: the embedded llama-server, or with "
+    "--engine vllm ttft's own vLLM CPU build (python -m ttft.engines.vllm.install).",
+)
+@click.option(
+    "--model",
+    default=None,
+    help="Model name. Default: the first of /v1/models. For ttft's own vLLM, its local model: "
+    "ttft-small-llama (default: about 1 ms of compute per prompt token on a CPU, so prefill "
+    "outweighs the front end) or ttft-tiny-llama.",
+)
 @click.option("--api-key", envvar="TTFT_API_KEY", default=None, help="Bearer key.")
 @click.option(
     "--engine",
@@ -59,7 +70,7 @@ def simulate() -> None:
     type=int,
     default=None,
     help="Slots (-np / max-num-seqs / max-running-requests). Default: read from /props "
-    "(llama.cpp) or the server info (SGLang); 4 for the embedded engine.",
+    "(llama.cpp) or the server info (SGLang); 4 for the embedded engine, 8 for ttft's own vLLM.",
 )
 @click.option(
     "--batch-tokens",
@@ -72,16 +83,18 @@ def simulate() -> None:
     "--kv-blocks",
     type=int,
     default=None,
-    help="vLLM: KV blocks (16 tokens each); SGLang: KV pages (--page-size tokens each). "
-    "Default: read from the engine.",
+    help="vLLM: KV blocks (default: read from its vllm:cache_config_info metric, with their "
+    "size: 16 tokens on a GPU, 128 on the CPU build); SGLang: KV pages of --page-size tokens "
+    "(default: from its server info).",
 )
 @click.option(
     "--threads",
     type=click.IntRange(min=1),
     default=None,
-    help="The embedded engine's threads (-t), pinned to the first N cores; a multi-replica "
-    "--validate then gives each replica N cores of its own, so replicas on one machine run at "
-    "the calibrated speed. Default: llama-server's own (every core, not pinned).",
+    help="The embedded engine's threads (-t; for ttft's own vLLM, the cores its OpenMP threads "
+    "bind to), pinned to the first N cores; a multi-replica --validate then gives each replica "
+    "N cores of its own, so replicas on one machine run at the calibrated speed. Default: the "
+    "engine's own (not pinned).",
 )
 @click.option(
     "--out",

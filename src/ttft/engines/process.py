@@ -72,8 +72,13 @@ class ServerProcess:
         name: str = "server",
         env: dict[str, str] | None = None,
         log_path: Path | None = None,
+        cpu_cores: Sequence[int] | None = None,
     ) -> None:
         self.argv = list(argv)
+        # The cores the server and every process it starts may run on (None: any). Set in the
+        # child before exec, so processes it spawns at start-up inherit them (vLLM's engine
+        # core and worker), which pinning its pid afterwards would miss.
+        self.cpu_cores = tuple(cpu_cores) if cpu_cores is not None else None
         self.health_url = health_url
         self.name = name
         self.env = env
@@ -94,10 +99,15 @@ class ServerProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.env,
-                preexec_fn=_die_with_parent,  # setpgrp + pdeathsig, see _die_with_parent
+                preexec_fn=self._before_exec,
             )
         finally:
             log.close()
+
+    def _before_exec(self) -> None:
+        _die_with_parent()  # setpgrp + pdeathsig
+        if self.cpu_cores is not None and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, set(self.cpu_cores))
 
     @property
     def pid(self) -> int | None:

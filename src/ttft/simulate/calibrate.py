@@ -150,9 +150,10 @@ UNKNOWN_HITS = (
 
 
 def hit_counter(target: Target) -> Callable[[], float | None] | None:
-    """A reader of the engine's prefix-cache hit-token counter, or None where the target has
-    no metrics URL or its engine exports no such counter."""
-    if not target.metrics_url or not target.engine_kind:
+    """A reader of the engine's prefix-cache hit-token counter (at its metrics URL, else the
+    server's ``/metrics``), or None where the engine's kind is unknown or it exports no such
+    counter. A read that fails gives None."""
+    if not target.engine_kind:
         return None
     try:
         source = (
@@ -164,7 +165,7 @@ def hit_counter(target: Target) -> Callable[[], float | None] | None:
         return None
     if source is None:
         return None
-    url, headers = target.metrics_url, target.auth_headers()
+    url, headers = target.metrics_url or target.root + "/metrics", target.auth_headers()
 
     def read() -> float | None:
         try:

@@ -72,6 +72,8 @@ def calibrate_engine(
     calibration.source["embedded"] = live.embedded
     if live.embedded and threads is not None:
         calibration.source["threads"] = threads  # a validation starts its engines alike
+    if live.embedded and engine_kind == "vllm":
+        calibration.source["local_model"] = live.target.model  # ... with the same model
     return calibration, phases
 
 

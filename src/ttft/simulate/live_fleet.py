@@ -1,5 +1,6 @@
-"""The real fleet a multi-replica point is validated on: N embedded llama-servers behind a real
-``ttft gateway`` that routes as the point says.
+"""The real fleet a multi-replica point is validated on: N embedded llama-servers (or, for a vLLM
+calibration, N of ttft's own local vLLMs) behind a real ``ttft gateway`` that routes as the
+point says.
 
 On one machine the replicas share its cores, which the simulation does not model (it gives every
 replica the calibrated speed). So each replica runs the calibration's thread count and, when the
@@ -18,6 +19,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ttft.core.errors import TtftError
 from ttft.core.target import Target
@@ -27,6 +29,10 @@ from ttft.gateway.config_checks import check_upstream_url
 from ttft.gateway.routing import affinity_key
 from ttft.simulate.cores import core_groups
 from ttft.workload.requests import WorkItem
+
+if TYPE_CHECKING:
+    from ttft.engines.llamacpp.embedded import RunningEngine
+    from ttft.engines.vllm.local import RunningVllm
 
 GATEWAY_POLICIES = ("least-loaded", "prefix-affinity")
 
@@ -38,7 +44,9 @@ class LiveFleet:
     names: tuple[str, ...]  # the replicas as the gateway's ring names them
 
 
-def gateway_toml(urls: Sequence[str], model: str, policy: str, max_in_flight: int) -> str:
+def gateway_toml(
+    urls: Sequence[str], model: str, policy: str, max_in_flight: int, engine: str = "llamacpp"
+) -> str:
     if policy not in GATEWAY_POLICIES:
         raise TtftError(
             f"ttft gateway has no {policy} routing: a {policy} point can be predicted, not run",
@@ -54,7 +62,7 @@ def gateway_toml(urls: Sequence[str], model: str, policy: str, max_in_flight: in
         "queue_timeout_s = 600.0\n"
         f"[routing]\naffinity = {affinity}\n"
         "[limits]\nmax_connections_per_client = 0\n"
-        f'[[model]]\nname = "{model}"\nengine = "llamacpp"\nprerender = false\n'
+        f'[[model]]\nname = "{model}"\nengine = "{engine}"\nprerender = false\n'
         f"upstreams = [{upstreams}]\n"
     )
 
@@ -89,21 +97,30 @@ def embedded_fleet(
     max_in_flight: int | None = None,
     batch_tokens: int | None = None,
     threads: int | None = None,
+    kind: str = "llamacpp",
+    model: str | None = None,
 ) -> Iterator[LiveFleet]:
-    """``replicas`` embedded llama-servers and a gateway in front, stopped when the block ends."""
-    from ttft.simulate.targets import launch_pinned
+    """``replicas`` embedded llama-servers (``kind`` vllm: ttft's own local vLLMs serving the
+    local ``model``) and a gateway in front, stopped when the block ends."""
+    from ttft.simulate.targets import DEFAULT_BATCH, launch_local_vllm, launch_pinned
 
     groups = core_groups(replicas, threads)
     with contextlib.ExitStack() as stack:
-        engines = []
+        engines: list[RunningEngine | RunningVllm] = []
         for i in range(replicas):
-            running = launch_pinned(slots, batch_tokens, threads, groups[i] if groups else None)
+            cores = groups[i] if groups else None
+            running: RunningEngine | RunningVllm
+            if kind == "vllm":
+                batch = batch_tokens or DEFAULT_BATCH["vllm"]
+                running = launch_local_vllm(slots, batch, cores, model)
+            else:
+                running = launch_pinned(slots, batch_tokens, threads, cores)
             stack.callback(running.stop)
             engines.append(running)
         urls = [check_upstream_url(e.base_url, "upstream") for e in engines]
-        model = engines[0].model_name
+        name = engines[0].model_name
         port = free_loopback_port()
-        text = gateway_toml(urls, model, policy, max_in_flight or slots).replace(
+        text = gateway_toml(urls, name, policy, max_in_flight or slots, kind).replace(
             "{port}", str(port)
         )
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ttft-fleet-")))
@@ -120,7 +137,7 @@ def embedded_fleet(
         gateway.wait_healthy(60.0)
         first = engines[0]
         yield LiveFleet(
-            Target(f"http://127.0.0.1:{port}", model, None, "llamacpp"),
-            Target(first.base_url, first.model_name, first.metrics_url, "llamacpp"),
+            Target(f"http://127.0.0.1:{port}", name, None, kind),
+            Target(first.base_url, first.model_name, first.metrics_url, kind),
             tuple(urls),
         )

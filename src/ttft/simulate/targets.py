@@ -1,6 +1,7 @@
 """The engine a calibration or validation talks to: a live URL (settings read from its
-``/props`` and ``/v1/models``, vLLM's cache metric, SGLang's server info) or the embedded
-llama-server started with the settings asked for.
+``/props`` and ``/v1/models``, vLLM's metrics, SGLang's server info), or an engine ttft starts
+with the settings asked for: the embedded llama-server, or for the vLLM kind ttft's own local
+vLLM.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ttft.simulate.model import SGLANG_POLICIES, EngineKind, EngineSettings
 
 if TYPE_CHECKING:  # the engine's module loads only when one is started
     from ttft.engines.llamacpp.embedded import RunningEngine
+    from ttft.engines.vllm.local import RunningVllm
 
 EMBEDDED_CTX_PER_SLOT = 2048
 # SGLang's --chunked-prefill-size is resolved from the GPU's memory (server_args.py: 2048 under
@@ -26,6 +28,7 @@ EMBEDDED_CTX_PER_SLOT = 2048
 DEFAULT_BATCH = {"llamacpp": 2048, "vllm": 2048, "sglang": 8192}
 DEFAULT_SLOTS = {"llamacpp": 4, "vllm": 256, "sglang": 256}
 SGLANG_INFO_PATHS = ("/server_info", "/get_server_info")  # newer, older
+LOCAL_VLLM_SLOTS = 8  # --max-num-seqs of ttft's own local vLLM (a few cores: a few sequences)
 
 
 @dataclass(frozen=True)
@@ -214,10 +217,14 @@ def engine(
             False,
         )
         return
-    if kind != "llamacpp":
+    if kind == "vllm":
+        with local_vllm(slots, batch_tokens, threads, model) as live:
+            yield live
+        return
+    if kind == "sglang":
         raise TtftError(
-            f"the embedded engine is llama.cpp; a {kind} calibration needs --url",
-            f"start {kind} and give its URL with --url, or use --engine llamacpp",
+            "ttft starts no SGLang (it has no CPU build): an SGLang calibration needs --url",
+            "start SGLang and give its URL with --url, or use --engine llamacpp or vllm",
         )
     n = slots or DEFAULT_SLOTS["llamacpp"]
     groups = core_groups(1, threads)
@@ -226,5 +233,39 @@ def engine(
         target = Target(running.base_url, running.model_name, running.metrics_url, "llamacpp")
         settings = settings_of(target, "llamacpp", slots=n, batch_tokens=batch_tokens)
         yield Live(target, settings, True)
+    finally:
+        running.stop()
+
+
+def launch_local_vllm(
+    slots: int, batch_tokens: int, cores: Sequence[int] | None, model: str | None
+) -> RunningVllm:
+    """ttft's own vLLM (its CPU build, ``python -m ttft.engines.vllm.install``) serving the
+    local model ``model`` (default ``ttft-small-llama``: its compute outweighs vLLM's front
+    end, as a real model's does), with ``slots`` as ``--max-num-seqs``, on ``cores``."""
+    from ttft.engines.vllm.local import VllmConfig, launch_vllm
+    from ttft.engines.vllm.make_model import SMALL_MODEL_NAME
+
+    config = VllmConfig(
+        local_model=model or SMALL_MODEL_NAME,
+        max_num_seqs=slots,
+        max_num_batched_tokens=batch_tokens,
+        cpu_cores=tuple(cores) if cores is not None else None,
+    )
+    return launch_vllm(config)
+
+
+@contextmanager
+def local_vllm(
+    slots: int | None, batch_tokens: int | None, threads: int | None, model: str | None
+) -> Iterator[Live]:
+    """The embedded engine when the engine kind is vLLM: ttft's own local vLLM."""
+    n = slots or LOCAL_VLLM_SLOTS
+    batch = batch_tokens or DEFAULT_BATCH["vllm"]
+    groups = core_groups(1, threads)
+    running = launch_local_vllm(n, batch, groups[0] if groups else None, model)
+    try:
+        target = Target(running.base_url, running.model_name, running.metrics_url, "vllm")
+        yield Live(target, settings_of(target, "vllm", slots=n, batch_tokens=batch), True)
     finally:
         running.stop()

@@ -130,27 +130,44 @@ def compare(label: str, prediction: Prediction, records: Sequence[RequestRecord]
 
 
 def speed_now(
-    target: Target, tokenizer: Tokenizer, cost: CostModel, *, tokens: int = 256, count: int = 2
+    target: Target,
+    tokenizer: Tokenizer,
+    cost: CostModel,
+    *,
+    tokens: int = 256,
+    count: int = 3,
+    batch_tokens: int | None = None,
 ) -> float | None:
     """How much slower (>1) or faster (<1) the engine computes a prompt now than the calibration
-    says: the median of measured over fitted ``prompt_ms`` for ``count`` unique prompts of
-    ``tokens`` tokens sent one at a time. A shared machine drifts; this tells a model error
-    from a machine that changed since the calibration."""
+    says: the median of measured over fitted prompt time for ``count`` unique prompts of
+    ``tokens`` tokens sent one at a time, after one that is not counted (a freshly started
+    engine's first requests run slower: vLLM's first ones after a start took 2-4x their
+    time). A shared machine drifts; this tells a model error from a machine that changed
+    since the calibration. ``batch_tokens``: the engine's step budget now (a prompt over it
+    takes several steps)."""
     from ttft.probe.sampler import sample
-    from ttft.simulate.calibrate import prefill_sample
 
     nonce = secrets.token_hex(3)
     items = []
-    for i in range(count):
+    for i in range(count + 1):
         body = completion_body(text_of_tokens(tokenizer, tokens, f"speed-{nonce}-{i}"), 1)
         items.append(WorkItem(body, "completions", "speed"))
     got = sample(target, items, concurrency=1, label="speed")
+    return speed_ratio(got.records[1:], cost, batch_tokens)
+
+
+def speed_ratio(
+    records: Sequence[RequestRecord], cost: CostModel, batch_tokens: int | None = None
+) -> float | None:
+    """The median of each prompt's measured time over the model's (None without one)."""
+    from ttft.simulate.calibrate import prefill_sample
+
     ratios = []
-    for record in got.records:
-        s = prefill_sample(record, 1 << 30)
+    for record in records:
+        s = prefill_sample(record, batch_tokens or 1 << 30)
         if s is not None:
             fitted = (
-                cost.step_base_s
+                cost.step_base_s * s.steps
                 + cost.prefill_token_s * s.prefill
                 + cost.attention_s * s.attention_k
                 + cost.overhead_s * s.requests  # a client-timed TTFT holds the front end

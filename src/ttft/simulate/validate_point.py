@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from ttft.core.errors import TtftError
 from ttft.core.target import Target
 from ttft.simulate.model import Calibration
 from ttft.simulate.requests import SimRequest
@@ -56,7 +55,8 @@ def validate_point(
                 replace(r, route_key=k) for r, k in zip(requests, route_keys(items), strict=True)
             ]
             prediction = replace(prediction, first_ttft_s=_mirror(cal, mirrored, config, names))
-        speed = speed_now(probe, tokenizer, cal.cost)
+        batch = config.batch_tokens or cal.engine.batch_tokens
+        speed = speed_now(probe, tokenizer, cal.cost, batch_tokens=batch)
         progress(f"  validate: {len(items)} requests on {target.root}")
         records = measure(target, items, arrival)
     out["speed_now"] = speed
@@ -100,17 +100,21 @@ def _live(
     batch = config.batch_tokens or cal.engine.batch_tokens
     threads = cal.source.get("threads") if url is None else None
     threads = threads if isinstance(threads, int) and threads > 0 else None
+    local = cal.source.get("local_model") if url is None else None
+    local_model = local if isinstance(local, str) else None
     if config.replicas == 1 or url is not None:
         if config.replicas > 1:
             say(f"  validate: {url} is taken as the front door of {config.replicas} replicas")
-        with engine(url, cal.engine.kind, slots=slots, batch_tokens=batch, threads=threads) as live:
+        with engine(
+            url,
+            cal.engine.kind,
+            slots=slots,
+            batch_tokens=batch,
+            threads=threads,
+            model=local_model,
+        ) as live:
             yield live.target, live.target, ()
         return
-    if cal.engine.kind != "llamacpp":
-        raise TtftError(
-            "several embedded replicas are llama.cpp; a vLLM fleet needs --url",
-            "give the URL of your router in front of the replicas with --url",
-        )
     if core_groups(config.replicas, threads) is None:
         note = (
             f"the {config.replicas} replicas share this machine's cores (calibrate with "
@@ -126,6 +130,8 @@ def _live(
         max_in_flight=config.max_in_flight,
         batch_tokens=batch,
         threads=threads,
+        kind=cal.engine.kind,
+        model=local_model,
     ) as fleet:
         yield fleet.gateway, fleet.replica, fleet.names
 

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ttft.simulate.engine import ReplicaSim, SimOutcome
 from ttft.simulate.model import CostModel, EngineSettings
+from ttft.simulate.requests import SimRequest
 
 
 @dataclass(slots=True)
@@ -113,13 +115,14 @@ class VllmReplica(ReplicaSim):
         if not self.settings.prefix_cache:
             return 0
         request = seq.outcome.request
+        keys, entry_tokens, _ = self._entries(request)
         held: list[int] = []
-        for key in request.blocks:
+        for key in keys:
             if key in self.refs or key in self.evictable:
                 held.append(key)
             else:
                 break
-        covered = min(len(held) * request.block_tokens, request.prompt_tokens - 1)
+        covered = min(len(held) * entry_tokens, request.prompt_tokens - 1)
         if covered <= 0:
             return 0
         for key in held:
@@ -128,25 +131,39 @@ class VllmReplica(ReplicaSim):
                 self.refs[key] = 0
             self.refs[key] += 1
         seq.shared = tuple(held)
-        seq.covered = len(held) * request.block_tokens
+        seq.covered = len(held) * entry_tokens
         return covered
+
+    def _entries(self, request: SimRequest) -> tuple[Sequence[int], int, int]:
+        """The prefix cache's entries for ``request``: their keys, the tokens each covers and
+        the KV blocks each holds. vLLM hashes whole KV blocks: where a request's blocks are
+        smaller (16-token synthetic blocks against the CPU build's 128-token KV blocks), each
+        KV block is one entry keyed by the chained hash of the last request block it ends on
+        (that hash stands for the whole prefix); where they are larger (a Mooncake trace's
+        512-token blocks), an entry spans several KV blocks."""
+        size = self.settings.block_tokens
+        mine = request.block_tokens
+        if mine >= size:
+            return request.blocks, mine, _blocks(mine, size)
+        group = max(1, size // mine)
+        return request.blocks[group - 1 :: group], group * mine, 1
 
     def _publish(self, seq: _Seq) -> None:
         """A finished prompt's full blocks become cache entries (moved out of the sequence)."""
         if not self.settings.prefix_cache:
             return
         request = seq.outcome.request
-        full = min(len(request.blocks), request.prompt_tokens // request.block_tokens)
+        keys, entry_tokens, per = self._entries(request)
+        full = min(len(keys), request.prompt_tokens // entry_tokens)
         known = set(seq.shared)
         added: list[int] = []
-        per = _blocks(request.block_tokens, self.settings.block_tokens)
-        for key in request.blocks[:full]:
+        for key in keys[:full]:
             if key in known:
                 continue
             if key in self.refs or key in self.evictable or seq.blocks < per:
                 continue
             seq.blocks -= per
-            seq.covered += request.block_tokens
+            seq.covered += entry_tokens
             self.entry_blocks[key] = per
             self.refs[key] = 1
             added.append(key)

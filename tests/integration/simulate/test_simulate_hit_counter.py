@@ -12,7 +12,8 @@ from ttft.simulate.calibrate import hit_counter
 
 def test_the_hit_counter_reads_the_engines_prefix_cache_metric() -> None:
     """The counter a calibration reads around a cached request: vLLM's V1 name, or the older
-    spelling; None for a target without metrics (the hit is then left out, not guessed)."""
+    spelling; a read that fails, or an engine of unknown kind, gives None (the hit is then left
+    out, not guessed)."""
     bodies = iter(["vllm:prefix_cache_hits_total 256\n", "vllm:gpu_prefix_cache_hits_total 768\n"])
 
     class Metrics(http.server.BaseHTTPRequestHandler):
@@ -35,4 +36,6 @@ def test_the_hit_counter_reads_the_engines_prefix_cache_metric() -> None:
         assert (read(), read(), read()) == (256.0, 768.0, None)
     finally:
         server.shutdown()
-    assert hit_counter(Target("http://127.0.0.1:9", "m", None, "vllm")) is None
+    unreachable = hit_counter(Target("http://127.0.0.1:9", "m", None, "vllm"))
+    assert unreachable is not None and unreachable() is None
+    assert hit_counter(Target("http://127.0.0.1:9", "m", None, None)) is None

@@ -238,11 +238,11 @@ def test_an_sglang_calibration_compares_schedule_policies(
 def test_an_sglang_calibration_needs_a_url(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The embedded engine is llama.cpp: `--engine sglang` without --url says so, starts
-    nothing."""
+    """ttft starts no SGLang (no CPU build): `--engine sglang` without --url says so and
+    starts nothing."""
     code = ttft(
         ["simulate", "calibrate", "--engine", "sglang", "--out", str(tmp_path / "c.json")],
         monkeypatch,
     )
     assert code == 2
-    assert "sglang calibration needs --url" in capsys.readouterr().err
+    assert "an SGLang calibration needs --url" in capsys.readouterr().err

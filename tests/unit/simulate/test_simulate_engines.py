@@ -155,6 +155,22 @@ def test_vllm_prefix_cache_hits_across_requests_and_saves_prefill() -> None:
     assert mean(ttfts(cached)) < 0.5 * mean(ttfts(cold))
 
 
+@pytest.mark.parametrize(("request_block", "kv_block"), [(16, 128), (16, 16), (512, 16)])
+def test_vllm_caches_whole_kv_blocks_whatever_the_requests_block_size(
+    request_block: int, kv_block: int
+) -> None:
+    """vLLM's CPU build has 128-token KV blocks and synthetic prompts hash 16-token blocks:
+    a 512-token shared prefix is four KV blocks, all reused by the next request. (Each 16-token
+    entry once took a whole KV block, so a request could publish only 80 tokens of its prefix
+    and the model saw a cold engine where vLLM served every repeat from its cache.)"""
+    first, second = synthetic(
+        2, prompt_tokens=600, output_tokens=2, shared_prefix_tokens=512, block_tokens=request_block
+    )
+    settings = EngineSettings(kind="vllm", slots=4, batch_tokens=2048, block_tokens=kv_block)
+    got = simulate([first, replace(second, arrival_s=5.0)], COST, settings).outcomes
+    assert [o.cached_tokens for o in got] == [0, 512]
+
+
 def test_vllm_preempts_when_kv_blocks_run_out_and_every_request_still_finishes() -> None:
     reqs = synthetic(30, prompt_tokens=400, output_tokens=300, seed=1)
     small_kv = EngineSettings(kind="vllm", slots=30, batch_tokens=2048, kv_blocks=300)

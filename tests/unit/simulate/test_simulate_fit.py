@@ -186,3 +186,17 @@ def test_a_hit_counted_by_the_engine_prices_the_cached_tokens() -> None:
     assert not any("reported no cached prompt tokens" in n for n in counted.fit.notes)
     assert counted.source["prefix_reuse"] > 0.9
     assert "prefix_reuse" not in cal.source  # unknown is not "no reuse"
+
+
+def test_todays_speed_counts_the_steps_a_prompt_takes_under_the_engines_budget() -> None:
+    """A 257-token prompt on an engine with a 256-token step budget takes two steps: the
+    speed probe must price the second step's base, or it reads a smaller budget as a slower
+    machine and scales every cost of the prediction by it."""
+    from ttft.simulate.validate import speed_ratio
+
+    cost = CostModel(step_base_s=0.02, prefill_token_s=0.001, decode_seq_s=0.0, overhead_s=0.005)
+    # as measured: 5 ms front end + two steps + 257 tokens
+    record = client_record(257, 5 + 2 * 20 + 257, 0)
+    assert speed_ratio([record], cost, batch_tokens=256) == pytest.approx(1.0)
+    assert speed_ratio([record], cost) == pytest.approx(302 / 282)
+    assert speed_ratio([], cost) is None

@@ -46,6 +46,9 @@ class VllmConfig:
     enforce_eager: bool = True
     dtype: str = "float32"
     kv_blocks: int | None = None  # --num-gpu-blocks-override: a KV cache this many blocks long
+    # The cores vLLM's processes run on and its OpenMP threads bind to (None: the build's own
+    # choice): replicas side by side on one machine, each on cores of its own.
+    cpu_cores: tuple[int, ...] | None = None
     extra_args: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -202,12 +205,16 @@ def start_argv(
 ) -> RunningVllm:
     """Start a complete ``vllm serve`` argv listening at ``config``'s host and port."""
     check_flags(argv)
+    env = engine_env()
+    if config.cpu_cores is not None:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in config.cpu_cores)
     process = ServerProcess(
         argv,
         health_url=f"http://{config.host}:{config.port}/health",
         name="vllm",
-        env=engine_env(),
+        env=env,
         log_path=log_path,
+        cpu_cores=config.cpu_cores,
     )
     process.start()
     try:
