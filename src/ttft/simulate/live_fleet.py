@@ -104,6 +104,11 @@ def embedded_fleet(
     local ``model``) and a gateway in front, stopped when the block ends."""
     from ttft.simulate.targets import DEFAULT_BATCH, launch_local_vllm, launch_pinned
 
+    if kind not in ("llamacpp", "vllm"):
+        raise TtftError(
+            f"ttft starts no {kind} replicas: validating this calibration needs --url",
+            f"start {kind} behind a router and give its URL with --url",
+        )
     groups = core_groups(replicas, threads)
     with contextlib.ExitStack() as stack:
         engines: list[RunningEngine | RunningVllm] = []

@@ -401,3 +401,15 @@ def test_an_output_longer_than_the_pool_holds_is_clipped_not_left_waiting() -> N
     assert long.ok and long.done_s is not None
     assert long.done_s == pytest.approx(0.510 + 497 * 0.011)
     assert huge.refused == "prompt larger than the whole KV cache"
+
+
+def test_a_multi_replica_validation_of_sglang_is_refused_without_a_url() -> None:
+    """ttft starts llama.cpp and its own vLLM, never SGLang: the fleet is refused before any
+    engine starts."""
+    from ttft.simulate.live_fleet import embedded_fleet
+
+    with (
+        pytest.raises(TtftError, match="starts no sglang replicas"),
+        embedded_fleet(2, slots=2, policy="least-loaded", kind="sglang"),
+    ):
+        pass
