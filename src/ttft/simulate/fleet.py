@@ -19,7 +19,7 @@ import random
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ttft.core.errors import TtftError
 from ttft.gateway.routing import Router
@@ -28,6 +28,9 @@ from ttft.simulate.llamacpp import LlamaCppReplica
 from ttft.simulate.model import CostModel, EngineSettings
 from ttft.simulate.requests import SimRequest
 from ttft.simulate.vllm import VllmReplica
+
+if TYPE_CHECKING:
+    from ttft.simulate.gateway_sim import Lanes
 
 Policy = Literal["round-robin", "least-loaded", "prefix-affinity"]
 POLICIES: tuple[Policy, ...] = ("round-robin", "least-loaded", "prefix-affinity")
@@ -109,6 +112,7 @@ def simulate(
     concurrency: int | None = None,
     max_in_flight: int | None = None,
     names: Sequence[str] = (),
+    lanes: Lanes | None = None,
 ) -> FleetResult:
     """Run ``requests`` through ``replicas`` engines behind ``policy``.
 
@@ -122,6 +126,10 @@ def simulate(
 
     ``names``: the replicas' names on the prefix-affinity ring (a real gateway's upstream URLs,
     so its ring and this one agree); default ``replica-0``, ``replica-1``...
+
+    ``lanes``: the gateway in front runs its lanes (``gateway_sim``): each request is routed on
+    arrival and waits in its replica's short or long lane, as ``ttft gateway`` does; requests it
+    sheds are outcomes refused with ``queue_full`` or ``queue_timeout``.
     """
     if replicas < 1:
         raise TtftError(f"--replicas must be at least 1, not {replicas}")
@@ -131,6 +139,22 @@ def simulate(
         )
     if concurrency is not None and concurrency < 1:
         raise TtftError(f"--concurrency must be at least 1, not {concurrency}")
+    if lanes is not None:
+        from ttft.simulate.lanes_fleet import simulate_lanes
+
+        return simulate_lanes(
+            requests,
+            cost,
+            settings,
+            lanes,
+            replicas=replicas,
+            policy=policy,
+            speed_factor=speed_factor,
+            load_factor=load_factor,
+            concurrency=concurrency,
+            max_in_flight=max_in_flight,
+            names=names,
+        )
     fleet = [make_replica(cost, settings, i) for i in range(replicas)]
     for replica in fleet:
         replica.speed = speed_factor
