@@ -115,7 +115,8 @@ class GatewayState:
         ]
 
     def lane(self, request: SimRequest) -> str:
-        return lane_for(request.prompt_tokens, self.lanes.long_prompt_tokens)
+        tokens = request.prompt_tokens if request.lane_tokens is None else request.lane_tokens
+        return lane_for(tokens, self.lanes.long_prompt_tokens)
 
     def _pick(self, key: int | None) -> int | None:
         adms = self.admissions

@@ -50,10 +50,11 @@ def validate_point(
         if names:
             # The gateway hashes each prompt's text onto its ring of upstream URLs: the
             # simulation is given the same keys and names, so both send a request alike.
-            from ttft.simulate.live_fleet import route_keys
+            from ttft.simulate.live_fleet import lane_tokens, route_keys
 
             mirrored = [
-                replace(r, route_key=k) for r, k in zip(requests, route_keys(items), strict=True)
+                replace(r, route_key=k, lane_tokens=n if config.lanes is not None else None)
+                for r, k, n in zip(requests, route_keys(items), lane_tokens(items), strict=True)
             ]
             prediction = replace(prediction, first_ttft_s=_mirror(cal, mirrored, config, names))
         speed = speed_now(probe, tokenizer, cal.cost)
@@ -100,9 +101,11 @@ def _live(
     batch = config.batch_tokens or cal.engine.batch_tokens
     threads = cal.source.get("threads") if url is None else None
     threads = threads if isinstance(threads, int) and threads > 0 else None
-    if config.replicas == 1 or url is not None:
+    if (config.replicas == 1 and config.lanes is None) or url is not None:
         if config.replicas > 1:
             say(f"  validate: {url} is taken as the front door of {config.replicas} replicas")
+        if config.lanes is not None:
+            say(f"  validate: {url or 'the engine'} is taken to run the point's lanes")
         with engine(url, cal.engine.kind, slots=slots, batch_tokens=batch, threads=threads) as live:
             yield live.target, live.target, ()
         return
@@ -111,7 +114,7 @@ def _live(
             "several embedded replicas are llama.cpp; a vLLM fleet needs --url",
             "give the URL of your router in front of the replicas with --url",
         )
-    if core_groups(config.replicas, threads) is None:
+    if config.replicas > 1 and core_groups(config.replicas, threads) is None:
         note = (
             f"the {config.replicas} replicas share this machine's cores (calibrate with "
             "--threads N so each gets N cores of its own): measured TTFT runs slower than "
@@ -126,6 +129,7 @@ def _live(
         max_in_flight=config.max_in_flight,
         batch_tokens=batch,
         threads=threads,
+        lanes=config.lanes,
     ) as fleet:
         yield fleet.gateway, fleet.replica, fleet.names
 
