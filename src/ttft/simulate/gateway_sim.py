@@ -27,7 +27,7 @@ from ttft.gateway.admission.lane_rules import LaneRules, Shed, Ticket, lane_for
 from ttft.gateway.admission.lane_rules import resolve_long_reserve as _reserve
 from ttft.gateway.config import AdmissionConfig
 from ttft.gateway.routing import HIT, Router
-from ttft.simulate.engine import ReplicaSim, SimOutcome
+from ttft.simulate.engine import SimOutcome
 from ttft.simulate.requests import SimRequest
 
 _GATEWAY = AdmissionConfig()  # the gateway's own defaults
@@ -83,10 +83,10 @@ class SimAdmission(LaneRules[_Waiting]):
 
 @dataclass
 class GatewayState:
-    """The gateway in front of ``engines``: one ``SimAdmission`` per replica, and the requests it
-    shed (their outcomes, refused with the gateway's reason)."""
+    """The gateway in front of ``replicas`` engines: one ``SimAdmission`` per replica, and the
+    requests it shed (their outcomes, refused with the gateway's reason)."""
 
-    engines: Sequence[ReplicaSim]
+    replicas: int
     lanes: Lanes
     max_in_flight: int
     router: Router
@@ -111,7 +111,7 @@ class GatewayState:
                 short_burst=self.lanes.short_burst,
                 long_reserve=self.lanes.reserve(self.max_in_flight),
             )
-            for _ in self.engines
+            for _ in range(self.replicas)
         ]
 
     def lane(self, request: SimRequest) -> str:

@@ -54,7 +54,7 @@ def simulate_lanes(
     router = Router(
         list(names) or [f"replica-{i}" for i in range(replicas)], load_factor=load_factor
     )
-    gate = GatewayState(fleet, lanes, cap, router, policy)
+    gate = GatewayState(replicas, lanes, cap, router, policy)
     steps: list[tuple[float, int, int, int]] = []  # (end, order, replica, its version)
     arrivals: list[tuple[float, int, SimRequest]] = []
     order = itertools.count()
