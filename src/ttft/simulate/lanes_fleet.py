@@ -17,7 +17,7 @@ from dataclasses import replace
 from ttft.core.errors import TtftError
 from ttft.gateway.admission.lanes import default_max_in_flight
 from ttft.gateway.routing import Router
-from ttft.simulate.fleet import FleetResult, Policy, _gc_paused, affinity_key, make_replica
+from ttft.simulate.fleet_base import FleetResult, Policy, affinity_key, gc_paused, make_replica
 from ttft.simulate.gateway_sim import GatewayState, Lanes
 from ttft.simulate.model import CostModel, EngineSettings
 from ttft.simulate.requests import SimRequest
@@ -87,7 +87,7 @@ def simulate_lanes(
             next_request(t)
         submit(gate.done(i, done), t)
 
-    with _gc_paused():
+    with gc_paused():
         while arrivals or steps or gate.timeouts:
             t_step = steps[0][0] if steps else _INF
             t_arrive = arrivals[0][0] if arrivals else _INF
