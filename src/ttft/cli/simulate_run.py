@@ -177,7 +177,7 @@ def run(**opts: Any) -> None:
       ttft simulate run -c cal.json --trace mooncake.jsonl --replicas 4 \\
           --policy round-robin,least-loaded,prefix-affinity --slo 'ttft:p95<1s'
       ttft simulate run -c cal.json --rate 8 --slo 'ttft:p99<600ms' --fewest-replicas
-      ttft simulate run -c cal.json --trace mixed.jsonl --long-prompt-tokens 400 \
+      ttft simulate run -c cal.json --trace mixed.jsonl --long-prompt-tokens 400 \\
           --long-reserve 0,1 --slo 'ttft:p95<1s'
     Exit code 1 when --slo is given and a predicted point misses it.
     """
