@@ -61,11 +61,14 @@ class Lanes:
         return _reserve(self.long_reserve, max_in_flight)
 
     def describe(self, max_in_flight: int | None = None) -> str:
-        reserve = (
-            str(self.long_reserve)
-            if max_in_flight is None or self.long_reserve is not None
-            else str(self.reserve(max_in_flight))
-        )
+        """e.g. ``lanes long>1024 reserve=1 burst=4``; the reserve ``default`` (the gateway's:
+        1 with 2 slots or more) when neither it nor the cap is known."""
+        if self.long_reserve is not None:
+            reserve = str(self.long_reserve)
+        elif max_in_flight is not None:
+            reserve = str(self.reserve(max_in_flight))
+        else:
+            reserve = "default"
         return f"lanes long>{self.long_prompt_tokens} reserve={reserve} burst={self.short_burst}"
 
 
