@@ -141,7 +141,7 @@ from ttft.simulate.text import HEADER, point_lines
     help="Also run each point on the real engine and print predicted against measured: the "
     "embedded engine unless --url; a point with several replicas starts that many embedded "
     "engines behind a real ttft gateway routing by its --policy (least-loaded or "
-    "prefix-affinity).",
+    "prefix-affinity); a lanes point runs behind a real ttft gateway with the point's lanes.",
 )
 @click.option(
     "--url",
