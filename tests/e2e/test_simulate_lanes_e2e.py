@@ -5,7 +5,7 @@ long prompts) starts an embedded engine behind a real gateway configured with th
 sends the point's arrivals through it, and compares with the simulation of exactly those
 arrivals, each in the lane the gateway estimated for it. Every request must be answered (none
 shed: the queue holds them all) and the error be sane; the machine is shared, so the bound is
-loose. About 40 s.
+loose. 13 to 40 s here.
 """
 
 from __future__ import annotations
