@@ -2,8 +2,9 @@
 
 One calibration (the embedded llama-server at ``--cal-slots`` slots, ``--threads`` pinned
 threads), then points the calibration did not use: other slot counts, rates, prompt lengths and
-prefix sharing, a Mooncake-style trace with shared hash blocks, and two replicas behind a real
-``ttft gateway`` with each of its routing policies (each replica pinned to cores of its own).
+prefix sharing, a Mooncake-style trace with shared hash blocks, two replicas behind a real
+``ttft gateway`` with each of its routing policies (each replica pinned to cores of its own), and
+one replica behind the gateway's lanes with a reserve of 1 (short and long prompts).
 Each point is simulated and then run for real by ``ttft simulate run --validate``'s own code
 (``validate_point``) with the arrivals of replication 0. Printed per point: predicted p50/p95
 (with the interval) against measured (with its bootstrap interval), the relative error, and the
@@ -17,6 +18,7 @@ The issue's bar: p50 within 10%, p95 within 15%.
     python benchmarks/simulate_accuracy.py                # ~12 minutes on 2 cores
     python benchmarks/simulate_accuracy.py --points 5,6 --requests 30
     python benchmarks/simulate_accuracy.py --calibration cal.json   # reuse a calibration
+    python benchmarks/simulate_accuracy.py --calibration cal.json --points 7   # the lanes point
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 from simulate_errors import print_tally, run_point
 from ttft.engines.control import ServerTokenizer
 from ttft.simulate.calibrate import run_calibration
+from ttft.simulate.gateway_sim import Lanes
 from ttft.simulate.model import Calibration
 from ttft.simulate.targets import engine
 from ttft.simulate.whatif import Config
@@ -70,6 +73,30 @@ def mooncake_trace(path: Path, n: int, rate: float) -> Path:
     return path
 
 
+def mixed_trace(path: Path, n: int, rate: float) -> Path:
+    """A Mooncake-format trace of unique prompts, one in three long: 832 tokens (13 blocks of
+    64) against 96 (a block and a half), 4 output tokens, Poisson arrivals at ``rate``."""
+    import random
+
+    rng = random.Random(11)
+    t = 0.0
+    lines = []
+    for i in range(n):
+        tokens = 832 if i % 3 == 0 else 96
+        ids = [1000 * i + k for k in range(-(-tokens // 64))]
+        lines.append(
+            {
+                "timestamp": round(t * 1000),
+                "input_length": tokens,
+                "output_length": 4,
+                "hash_ids": ids,
+            }
+        )
+        t += rng.expovariate(rate)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
 def solo_s(cal: Calibration, prompt: int, output: int) -> float:
     """One request alone on the engine, by the calibrated model: the unit of load below."""
     c = cal.cost
@@ -90,6 +117,13 @@ def points(cal: Calibration, requests: int, tmp: Path) -> list[Point]:
         )
 
     trace = mooncake_trace(tmp / "mooncake.jsonl", requests, rate(0.7, 600, 4))
+    # a third of the prompts long (832 tokens), the rest short (96): the mean solo time. Two
+    # slots on one pinned thread share its compute, so a load of 1 is the engine's capacity:
+    # at 1.1 the queue grew for the whole run (waits ran into the gateway's 30 s timeout), and
+    # at 0.8 a neighbour slowing the core by a quarter took it to capacity (measured TTFT 2.5
+    # to 3.5x the prediction in three runs on a machine at load 2 to 5)
+    mixed_solo = (solo_s(cal, 832, 4) + 2 * solo_s(cal, 96, 4)) / 3
+    mixed = mixed_trace(tmp / "mixed.jsonl", requests, round(0.5 / mixed_solo, 3))
     # the second-group prompts share a prefix longer than the gateway's key (8 x 64 tokens)
     return [
         Point("slots=2 load 0.6 prompt=200 out=6", Config(slots=2), synthetic(0.6, 200, 6)),
@@ -115,6 +149,12 @@ def points(cal: Calibration, requests: int, tmp: Path) -> list[Point]:
             "4 groups, load 0.5 (uncached) out=4",
             Config(replicas=2, policy="prefix-affinity", slots=2, max_in_flight=2),
             synthetic(0.5, 700, 4, 640, 4),
+        ),
+        Point(
+            "slots=2 behind ttft gateway lanes (long > 400 tokens, reserve 1): 1 in 3 prompts "
+            "832 tokens, the rest 96, load 0.5 out=4",
+            Config(slots=2, max_in_flight=2, lanes=Lanes(long_prompt_tokens=400, long_reserve=1)),
+            WorkloadSource(TraceSpec(mixed, "mooncake", block_size=64)),
         ),
     ]
 

@@ -97,7 +97,48 @@ from ttft.simulate.text import HEADER, point_lines
     default=None,
     help="Behind `ttft gateway`: at most N requests in flight per replica, the rest wait in the "
     "gateway's queue and go to the first replica with room (its default N is the slots). "
+    "With --lanes: the cap per replica the lanes fill. A list sweeps.",
+)
+@click.option(
+    "--lanes",
+    is_flag=True,
+    help="Behind `ttft gateway` with its lanes, as it runs by default: per replica, prompts "
+    "over --long-prompt-tokens wait in a long lane and short ones in a short lane that goes "
+    "first, and long requests may hold all slots but --long-reserve. Each request is routed on "
+    "arrival and waits at its replica, as the gateway does; requests the gateway sheds (429 "
+    "queue full, 503 queue timeout) are counted. Implied by the three options below.",
+)
+@click.option(
+    "--long-prompt-tokens",
+    default=None,
+    help="With lanes: prompts above this many tokens go to the long lane [the gateway's 1024]. "
     "A list sweeps.",
+)
+@click.option(
+    "--long-reserve",
+    default=None,
+    help="With lanes: slots per replica that long prompts may not take, so a short request "
+    "arriving while long ones hold every other slot starts at once (or within one short "
+    "request) instead of waiting for a whole long prefill [the gateway's: 1 with 2+ slots; "
+    "0: off]. Long requests still get at least one slot. A list sweeps: 0,1,2.",
+)
+@click.option(
+    "--short-burst",
+    default=None,
+    help="With lanes: short requests started in a row before a waiting long one gets its turn "
+    "[the gateway's 4]; long requests are delayed, never starved. A list sweeps.",
+)
+@click.option(
+    "--queue-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With lanes: waiting requests per replica, both lanes; one more is shed (429) [64].",
+)
+@click.option(
+    "--queue-timeout",
+    type=click.FloatRange(min=0.001),
+    default=None,
+    help="With lanes: seconds a request may wait for a slot before it is shed (503) [30].",
 )
 @click.option("--slo", "slo_texts", multiple=True, help="e.g. 'ttft:p99<600ms' (repeatable).")
 @click.option(
@@ -121,7 +162,7 @@ from ttft.simulate.text import HEADER, point_lines
     help="Also run each point on the real engine and print predicted against measured: the "
     "embedded engine unless --url; a point with several replicas starts that many embedded "
     "engines behind a real ttft gateway routing by its --policy (least-loaded or "
-    "prefix-affinity).",
+    "prefix-affinity); a lanes point runs behind a real ttft gateway with the point's lanes.",
 )
 @click.option(
     "--url",
@@ -145,7 +186,8 @@ from ttft.simulate.text import HEADER, point_lines
 def run(**opts: Any) -> None:
     """Predict TTFT p50/p95/p99 (with intervals), queue time and goodput for each point of the
     grid --replicas x --policy x --slots x --batch-tokens x --kv-blocks x --gateway-cap x
-    --schedule-policy (SGLang) x --rate.
+    lanes (--long-prompt-tokens x --long-reserve x --short-burst) x --schedule-policy (SGLang) x
+    --rate.
 
     \b
     Workload: --trace FILE (the formats `ttft bench --trace` reads: JSONL bodies with times, or
@@ -157,6 +199,8 @@ def run(**opts: Any) -> None:
       ttft simulate run -c cal.json --trace mooncake.jsonl --replicas 4 \\
           --policy round-robin,least-loaded,prefix-affinity --slo 'ttft:p95<1s'
       ttft simulate run -c cal.json --rate 8 --slo 'ttft:p99<600ms' --fewest-replicas
+      ttft simulate run -c cal.json --trace mixed.jsonl --long-prompt-tokens 400 \\
+          --long-reserve 0,1 --slo 'ttft:p95<1s'
       ttft simulate run -c sglang-cal.json --rate 4 --shared-prefix 400 --prefix-groups 8 \\
           --schedule-policy fcfs,lpm --batch-tokens 2048,8192
     Exit code 1 when --slo is given and a predicted point misses it.

@@ -9,61 +9,33 @@ bound, least-loaded for requests without a key).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import heapq
 import itertools
 import math
 import random
 from collections import deque
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from collections.abc import Sequence
+from dataclasses import replace
 
 from ttft.core.errors import TtftError
 from ttft.gateway.routing import Router
-from ttft.simulate.engine import ReplicaSim, SimOutcome
-from ttft.simulate.llamacpp import LlamaCppReplica
+from ttft.simulate.engine import ReplicaSim
+from ttft.simulate.fleet_base import (
+    KEY_TOKENS,
+    POLICIES,
+    FleetResult,
+    Policy,
+    affinity_key,
+    gc_paused,
+    make_replica,
+)
+from ttft.simulate.gateway_sim import Lanes
+from ttft.simulate.lanes_fleet import simulate_lanes
 from ttft.simulate.model import CostModel, EngineSettings
 from ttft.simulate.requests import SimRequest
-from ttft.simulate.sglang import SglangReplica
-from ttft.simulate.vllm import VllmReplica
 
-Policy = Literal["round-robin", "least-loaded", "prefix-affinity"]
-POLICIES: tuple[Policy, ...] = ("round-robin", "least-loaded", "prefix-affinity")
-KEY_TOKENS = 512  # the gateway hashes the leading 8 blocks of 64 tokens (gateway/config.py)
-
-
-@dataclass
-class FleetResult:
-    outcomes: list[SimOutcome]
-    replicas: int
-    policy: Policy
-    duration_s: float
-    steps: int
-    preemptions: int
-    busy_s: list[float] = field(default_factory=list)
-    affinity_hits: int = 0
-
-
-def make_replica(cost: CostModel, settings: EngineSettings, index: int) -> ReplicaSim:
-    if settings.kind == "vllm":
-        return VllmReplica(cost, settings, index)
-    if settings.kind == "sglang":
-        return SglangReplica(cost, settings, index)
-    return LlamaCppReplica(cost, settings, index)
-
-
-def affinity_key(request: SimRequest) -> int | None:
-    """The request's leading-prefix hash (the chained hash stands for the whole prefix), or the
-    key a real gateway computed for it."""
-    if request.route_key is not None:
-        return request.route_key
-    if not request.blocks:
-        return None
-    n = max(1, min(len(request.blocks), KEY_TOKENS // max(1, request.block_tokens)))
-    return request.blocks[n - 1]
+__all__ = ["KEY_TOKENS", "POLICIES", "FleetResult", "Policy", "affinity_key", "simulate"]
 
 
 def _route(
@@ -112,6 +84,7 @@ def simulate(
     concurrency: int | None = None,
     max_in_flight: int | None = None,
     names: Sequence[str] = (),
+    lanes: Lanes | None = None,
 ) -> FleetResult:
     """Run ``requests`` through ``replicas`` engines behind ``policy``.
 
@@ -125,6 +98,10 @@ def simulate(
 
     ``names``: the replicas' names on the prefix-affinity ring (a real gateway's upstream URLs,
     so its ring and this one agree); default ``replica-0``, ``replica-1``...
+
+    ``lanes``: the gateway in front runs its lanes (``gateway_sim``): each request is routed on
+    arrival and waits in its replica's short or long lane, as ``ttft gateway`` does; requests it
+    sheds are outcomes refused with ``queue_full`` or ``queue_timeout``.
     """
     if replicas < 1:
         raise TtftError(f"--replicas must be at least 1, not {replicas}")
@@ -134,6 +111,20 @@ def simulate(
         )
     if concurrency is not None and concurrency < 1:
         raise TtftError(f"--concurrency must be at least 1, not {concurrency}")
+    if lanes is not None:
+        return simulate_lanes(
+            requests,
+            cost,
+            settings,
+            lanes,
+            replicas=replicas,
+            policy=policy,
+            speed_factor=speed_factor,
+            load_factor=load_factor,
+            concurrency=concurrency,
+            max_in_flight=max_in_flight,
+            names=names,
+        )
     fleet = [make_replica(cost, settings, i) for i in range(replicas)]
     for replica in fleet:
         replica.speed = speed_factor
@@ -195,7 +186,7 @@ def simulate(
                 held.appendleft((t, request))
                 return
 
-    with _gc_paused():  # a million requests allocate millions of objects and free no cycles
+    with gc_paused():  # a million requests allocate millions of objects and free no cycles
         while arrivals or steps:
             if steps and (not arrivals or steps[0][0] < arrivals[0][0]):
                 _, _, i, version = heapq.heappop(steps)
@@ -226,19 +217,6 @@ def simulate(
         [r.busy_s for r in fleet],
         hits,
     )
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for the run: the simulation makes no reference cycles,
-    and with millions of live objects each of its passes costs more than the run's steps."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def speed_factors(noise_cv: float, runs: int, seed: int) -> list[float]:

@@ -6,14 +6,16 @@ On one machine the replicas share its cores, which the simulation does not model
 replica the calibrated speed). So each replica runs the calibration's thread count and, when the
 machine has the cores, is pinned to cores of its own: replica *i* gets the *i*-th group of
 ``threads`` cores, as the calibration's engine got the first group. The gateway runs without
-pre-rendering, lanes or slot pins (the simulation models none of them), with its in-flight cap
-set to the point's ``max_in_flight`` and its routing to the point's policy; round-robin is a
-simulated policy only (the gateway routes by prefix affinity or to the least loaded replica).
+pre-rendering or slot pins (the simulation models neither), with its in-flight cap set to the
+point's ``max_in_flight``, its routing to the point's policy, and its lanes off, or on with the
+point's settings (a lanes point, one replica included); round-robin is a simulated policy only
+(the gateway routes by prefix affinity or to the least loaded replica).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -24,10 +26,11 @@ from typing import TYPE_CHECKING
 from ttft.core.errors import TtftError
 from ttft.core.target import Target
 from ttft.engines.process import ServerProcess, free_loopback_port
-from ttft.gateway.config import RoutingConfig
+from ttft.gateway.config import LimitsConfig, RoutingConfig
 from ttft.gateway.config_checks import check_upstream_url
 from ttft.gateway.routing import affinity_key
 from ttft.simulate.cores import core_groups
+from ttft.simulate.gateway_sim import Lanes
 from ttft.workload.requests import WorkItem
 
 if TYPE_CHECKING:
@@ -45,8 +48,15 @@ class LiveFleet:
 
 
 def gateway_toml(
-    urls: Sequence[str], model: str, policy: str, max_in_flight: int, engine: str = "llamacpp"
+    urls: Sequence[str],
+    model: str,
+    policy: str,
+    max_in_flight: int,
+    lanes: Lanes | None = None,
+    engine: str = "llamacpp",
 ) -> str:
+    """The gateway's configuration for a point: no lanes (one first-come-first-served queue that
+    never sheds), or the point's ``lanes`` with their queue size and timeout."""
     if policy not in GATEWAY_POLICIES:
         raise TtftError(
             f"ttft gateway has no {policy} routing: a {policy} point can be predicted, not run",
@@ -54,12 +64,19 @@ def gateway_toml(
         )
     upstreams = ", ".join(f'"{u}"' for u in urls)
     affinity = "true" if policy == "prefix-affinity" else "false"
+    if lanes is None:
+        admission = "split_lanes = false\nqueue_size = 4096\nqueue_timeout_s = 600.0\n"
+    else:
+        admission = (
+            f"split_lanes = true\nlong_prompt_tokens = {lanes.long_prompt_tokens}\n"
+            f"short_burst = {lanes.short_burst}\n"
+            + ("" if lanes.long_reserve is None else f"long_reserve = {lanes.long_reserve}\n")
+            + f"queue_size = {lanes.queue_size}\nqueue_timeout_s = {lanes.queue_timeout_s!r}\n"
+        )
     return (
         f'listen = "127.0.0.1:{{port}}"\n'
         "[admission]\n"
-        f"max_in_flight = {max_in_flight}\n"
-        "split_lanes = false\npin_slots = false\nqueue_size = 4096\n"
-        "queue_timeout_s = 600.0\n"
+        f"max_in_flight = {max_in_flight}\npin_slots = false\n{admission}"
         f"[routing]\naffinity = {affinity}\n"
         "[limits]\nmax_connections_per_client = 0\n"
         f'[[model]]\nname = "{model}"\nengine = "{engine}"\nprerender = false\n'
@@ -88,6 +105,13 @@ def route_keys(items: Sequence[WorkItem]) -> list[int | None]:
     return keys
 
 
+def lane_tokens(items: Sequence[WorkItem]) -> list[int]:
+    """The prompt length ``ttft gateway`` estimates for each request (its body's bytes over its
+    characters per token), which picks the request's lane."""
+    cpt = LimitsConfig().chars_per_token
+    return [round(len(json.dumps(item.body).encode()) / cpt) for item in items]
+
+
 @contextlib.contextmanager
 def embedded_fleet(
     replicas: int,
@@ -97,6 +121,7 @@ def embedded_fleet(
     max_in_flight: int | None = None,
     batch_tokens: int | None = None,
     threads: int | None = None,
+    lanes: Lanes | None = None,
     kind: str = "llamacpp",
     model: str | None = None,
 ) -> Iterator[LiveFleet]:
@@ -125,7 +150,7 @@ def embedded_fleet(
         urls = [check_upstream_url(e.base_url, "upstream") for e in engines]
         name = engines[0].model_name
         port = free_loopback_port()
-        text = gateway_toml(urls, name, policy, max_in_flight or slots, kind).replace(
+        text = gateway_toml(urls, name, policy, max_in_flight or slots, lanes, kind).replace(
             "{port}", str(port)
         )
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ttft-fleet-")))

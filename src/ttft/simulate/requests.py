@@ -35,6 +35,9 @@ class SimRequest:
     # The key a real router hashed this request's prompt to (a validation through ttft gateway
     # sets it, so the simulated ring sends it where the gateway did); None: from ``blocks``.
     route_key: int | None = None
+    # The prompt length a real gateway estimated for it (from the body's bytes), which picks its
+    # lane (a validation through ttft gateway sets it); None: ``prompt_tokens``.
+    lane_tokens: int | None = None
 
     def shared_prefix(self, other_blocks: Sequence[int]) -> int:
         """Prompt tokens of this request covered by the leading blocks it shares.

@@ -16,6 +16,7 @@ from ttft.simulate.sweep import (
     base_workload,
     check_question,
     int_axis,
+    lanes_axis,
     policy_axis,
     rate_axis,
     schedule_axis,
@@ -48,6 +49,12 @@ class RunOptions:
     kv_blocks: str | None
     schedule_policy: str | None
     gateway_cap: str | None
+    lanes: bool
+    long_prompt_tokens: str | None
+    long_reserve: str | None
+    short_burst: str | None
+    queue_size: int | None
+    queue_timeout: float | None
     slo_texts: tuple[str, ...]
     find_fewest: bool
     max_replicas: int
@@ -79,6 +86,14 @@ def sweep_for(o: RunOptions) -> Sweep:
         int_axis(o.batch_tokens, "--batch-tokens"),
         int_axis(o.kv_blocks, "--kv-blocks"),
         int_axis(o.gateway_cap, "--gateway-cap"),
+        lanes_axis(
+            o.lanes,
+            o.long_prompt_tokens,
+            o.long_reserve,
+            o.short_burst,
+            o.queue_size,
+            o.queue_timeout,
+        ),
         rates,
         schedule_axis(o.schedule_policy, calibration.engine.kind),
     )

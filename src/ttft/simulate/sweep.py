@@ -3,8 +3,9 @@ predicted (or searched for the fewest replicas that hold every SLO), and what th
 and writes about it.
 
 The grid is the product replicas x policy x slots x batch tokens x KV blocks x gateway cap x
-(SGLang) schedule policy x
-rate, in that order (the last axis turns fastest). Each point draws its workload once per
+lanes x (SGLang) schedule policy x rate, in that order (the last axis turns fastest); the lanes
+axis is itself the product long-prompt tokens x long reserve x short burst. Each point draws its
+workload once per
 replication seed; a trace replayed at its own times is the same for every seed, so it is drawn
 with the sweep's seed. The CLI parses options, asks :func:`open_sweep`, and prints what
 :meth:`Sweep.answer` returns.
@@ -20,6 +21,7 @@ from typing import Any
 from ttft.core.errors import TtftError
 from ttft.core.slo import Slo
 from ttft.simulate.fleet import POLICIES, Policy
+from ttft.simulate.gateway_sim import Lanes
 from ttft.simulate.model import SGLANG_POLICIES, Calibration
 from ttft.simulate.requests import SimRequest
 from ttft.simulate.whatif import Config, Prediction, check_slos, fewest_replicas, predict
@@ -49,9 +51,9 @@ def schedule_axis(text: str | None, kind: str) -> list[str | None]:
     return out
 
 
-def int_axis(text: str | None, name: str) -> list[int | None]:
-    """A comma-separated list of whole numbers of at least 1; ``[None]`` (the calibration's
-    own setting) when not given."""
+def int_axis(text: str | None, name: str, minimum: int = 1) -> list[int | None]:
+    """A comma-separated list of whole numbers of at least ``minimum``; ``[None]`` (the
+    calibration's own setting) when not given."""
     if not text:
         return [None]
     out: list[int | None] = []
@@ -62,8 +64,8 @@ def int_axis(text: str | None, name: str) -> list[int | None]:
             raise TtftError(
                 f"{name} {text!r}: {part!r} is not a whole number", f"e.g. {name} 4,8,16"
             ) from None
-        if value < 1:
-            raise TtftError(f"{name} values must be at least 1, not {value}")
+        if value < minimum:
+            raise TtftError(f"{name} values must be at least {minimum}, not {value}")
         out.append(value)
     return out
 
@@ -96,6 +98,47 @@ def policy_axis(text: str) -> list[Policy]:
     return out
 
 
+def lanes_axis(
+    enabled: bool,
+    long_prompt_tokens: str | None,
+    long_reserve: str | None,
+    short_burst: str | None,
+    queue_size: int | None = None,
+    queue_timeout_s: float | None = None,
+) -> list[Lanes | None]:
+    """The gateway's lanes at every combination of the three lists (each comma-separated,
+    the gateway's default when not given); ``[None]`` (no lanes) unless ``enabled`` or one of
+    the lists is given. ``queue_size`` and ``queue_timeout_s`` are single values."""
+    given = (long_prompt_tokens, long_reserve, short_burst)
+    if not enabled and not any(given):
+        if queue_size is not None or queue_timeout_s is not None:
+            raise TtftError(
+                "--queue-size and --queue-timeout are the lanes' queue",
+                "add --lanes (or --long-reserve, --long-prompt-tokens, --short-burst)",
+            )
+        return [None]
+    base = Lanes()
+    if queue_size is not None:
+        base = replace(base, queue_size=queue_size)
+    if queue_timeout_s is not None:
+        base = replace(base, queue_timeout_s=queue_timeout_s)
+    out: list[Lanes | None] = []
+    for long_tokens, reserve, burst in itertools.product(
+        int_axis(long_prompt_tokens, "--long-prompt-tokens"),
+        int_axis(long_reserve, "--long-reserve", minimum=0),
+        int_axis(short_burst, "--short-burst"),
+    ):
+        lanes = replace(
+            base,
+            long_prompt_tokens=base.long_prompt_tokens if long_tokens is None else long_tokens,
+            long_reserve=reserve,
+            short_burst=base.short_burst if burst is None else burst,
+        )
+        lanes.check()
+        out.append(lanes)
+    return out
+
+
 @dataclass(frozen=True)
 class Grid:
     """The what-if axes; None on an axis keeps the calibration's setting (one replica)."""
@@ -106,6 +149,7 @@ class Grid:
     batch_tokens: list[int | None] = field(default_factory=lambda: [None])
     kv_blocks: list[int | None] = field(default_factory=lambda: [None])
     gateway_caps: list[int | None] = field(default_factory=lambda: [None])
+    lanes: list[Lanes | None] = field(default_factory=lambda: [None])
     rates: list[float | None] = field(default_factory=lambda: [None])
     schedule_policies: list[str | None] = field(default_factory=lambda: [None])  # SGLang only
 
@@ -118,11 +162,14 @@ class Grid:
             self.batch_tokens,
             self.kv_blocks,
             self.gateway_caps,
+            self.lanes,
             self.schedule_policies,
             self.rates,
         )
-        for n_rep, pol, n_slots, n_batch, n_kv, cap, order, rate in axes:
-            config = Config(n_rep or 1, pol, n_slots, n_batch, n_kv, cap, schedule_policy=order)
+        for n_rep, pol, n_slots, n_batch, n_kv, cap, lanes, order, rate in axes:
+            config = Config(
+                n_rep or 1, pol, n_slots, n_batch, n_kv, cap, lanes=lanes, schedule_policy=order
+            )
             yield config, rate
 
 

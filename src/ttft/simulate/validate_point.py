@@ -49,10 +49,11 @@ def validate_point(
         if names:
             # The gateway hashes each prompt's text onto its ring of upstream URLs: the
             # simulation is given the same keys and names, so both send a request alike.
-            from ttft.simulate.live_fleet import route_keys
+            from ttft.simulate.live_fleet import lane_tokens, route_keys
 
             mirrored = [
-                replace(r, route_key=k) for r, k in zip(requests, route_keys(items), strict=True)
+                replace(r, route_key=k, lane_tokens=n if config.lanes is not None else None)
+                for r, k, n in zip(requests, route_keys(items), lane_tokens(items), strict=True)
             ]
             prediction = replace(prediction, first_ttft_s=_mirror(cal, mirrored, config, names))
         batch = config.batch_tokens or cal.engine.batch_tokens
@@ -102,9 +103,11 @@ def _live(
     threads = threads if isinstance(threads, int) and threads > 0 else None
     local = cal.source.get("local_model") if url is None else None
     local_model = local if isinstance(local, str) else None
-    if config.replicas == 1 or url is not None:
+    if (config.replicas == 1 and config.lanes is None) or url is not None:
         if config.replicas > 1:
             say(f"  validate: {url} is taken as the front door of {config.replicas} replicas")
+        if config.lanes is not None:
+            say(f"  validate: {url or 'the engine'} is taken to run the point's lanes")
         with engine(
             url,
             cal.engine.kind,
@@ -115,7 +118,7 @@ def _live(
         ) as live:
             yield live.target, live.target, ()
         return
-    if core_groups(config.replicas, threads) is None:
+    if config.replicas > 1 and core_groups(config.replicas, threads) is None:
         note = (
             f"the {config.replicas} replicas share this machine's cores (calibrate with "
             "--threads N so each gets N cores of its own): measured TTFT runs slower than "
@@ -130,6 +133,7 @@ def _live(
         max_in_flight=config.max_in_flight,
         batch_tokens=batch,
         threads=threads,
+        lanes=config.lanes,
         kind=cal.engine.kind,
         model=local_model,
     ) as fleet:

@@ -21,6 +21,7 @@ from ttft.core.slo import Slo
 from ttft.core.stats import Interval, percentile
 from ttft.simulate.engine import SimOutcome
 from ttft.simulate.fleet import FleetResult, Policy, simulate, speed_factors
+from ttft.simulate.gateway_sim import SHED_REASONS, Lanes, shed_counts
 from ttft.simulate.model import Calibration
 from ttft.simulate.requests import SimRequest
 
@@ -41,6 +42,8 @@ class Config:
     kv_blocks: int | None = None
     max_in_flight: int | None = None  # behind ttft gateway: its per-replica cap
     label: str = ""
+    # behind ttft gateway with its lanes: short and long lanes and a reserve per replica
+    lanes: Lanes | None = None
     # the real gateway's upstream URLs, when a validation mirrors its affinity ring
     replica_names: tuple[str, ...] = ()
     schedule_policy: str | None = None  # SGLang's --schedule-policy
@@ -55,6 +58,8 @@ class Config:
             parts.append(f"kv_blocks={self.kv_blocks}")
         if self.max_in_flight is not None:
             parts.append(f"gateway cap={self.max_in_flight}")
+        if self.lanes is not None:
+            parts.append(self.lanes.describe(self.max_in_flight))
         if self.schedule_policy is not None:
             parts.append(f"schedule={self.schedule_policy}")
         return self.label or " ".join(parts)
@@ -86,6 +91,9 @@ class Prediction:
     # replication 0 alone: the fitted model on the workload's first arrivals (the ones
     # --validate sends), without the other replications' arrivals and speed draws
     first_ttft_s: dict[float, float] = field(default_factory=dict)
+    # requests the gateway's lanes refused in replication 0, by reason (queue_full: 429,
+    # queue_timeout: 503); they are in ``requests`` and count as not good
+    shed: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,6 +105,7 @@ class Prediction:
             "goodput_rps": None if self.goodput_rps is None else self.goodput_rps.to_dict(),
             "good_fraction": None if self.good_fraction is None else self.good_fraction.to_dict(),
             "refused": self.refused,
+            "shed": self.shed,
             "preemptions": self.preemptions,
             "runs": self.runs,
             "first_ttft_s": {f"p{q:g}": v for q, v in self.first_ttft_s.items()},
@@ -197,6 +206,7 @@ def predict(
     rows: list[dict[str, float]] = []
     refused = 0
     n = 0
+    shed: dict[str, int] = {}
     for run, factor in enumerate(factors):
         requests = workload(seed + run)
         n = len(requests)
@@ -209,8 +219,13 @@ def predict(
             speed_factor=factor,
             max_in_flight=config.max_in_flight,
             names=config.replica_names,
+            lanes=config.lanes,
         )
-        refused = sum(o.refused is not None for o in result.outcomes)
+        refused = sum(
+            o.refused is not None and o.refused not in SHED_REASONS for o in result.outcomes
+        )
+        if run == 0:
+            shed = shed_counts(result.outcomes)
         rows.append(_one_run(result, slos))
 
     def est(key: str) -> Estimate:
@@ -219,6 +234,12 @@ def predict(
     notes = []
     if refused:
         notes.append(f"{refused} of {n} requests do not fit the engine (refused, counted not good)")
+    if shed:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(shed.items()))
+        notes.append(
+            f"the gateway shed {sum(shed.values())} of {n} requests ({reasons}; queue_full is "
+            "a 429, queue_timeout a 503): counted not good, and left out of the TTFT percentiles"
+        )
     met = None
     if slos:
         # held when the fitted model and most replications meet every SLO
@@ -234,6 +255,7 @@ def predict(
         goodput_rps=est("goodput") if slos else None,
         good_fraction=est("good") if slos else None,
         refused=refused,
+        shed=shed,
         preemptions=statistics.fmean(r["preemptions"] for r in rows),
         runs=len(rows),
         first_ttft_s={q: rows[0][f"ttft{q}"] for q in QUANTILES},

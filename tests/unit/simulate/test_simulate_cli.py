@@ -102,6 +102,21 @@ def test_fewest_replicas_names_a_count(
     assert "fewest replicas holding ttft:p95<3s:" in text
 
 
+def test_the_long_reserve_sweeps_and_each_row_names_its_lanes(
+    cal: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "lanes.json"
+    args = ["simulate", "run", "-c", str(cal), "--rate", "0.5", "--requests", "40"]
+    args += ["--prompt-tokens", "300", "--long-prompt-tokens", "200", "--long-reserve", "0,1"]
+    code = ttft([*args, "--runs", "2", "--json", str(out)], monkeypatch)
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "lanes long>200 reserve=0 burst=4" in text
+    assert "lanes long>200 reserve=1 burst=4" in text
+    points = json.loads(out.read_text())["points"]
+    assert len(points) == 2 and all(p["shed"] == {} for p in points)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -113,6 +128,8 @@ def test_fewest_replicas_names_a_count(
         (["--trace", "/nonexistent.jsonl"], "trace not found"),
         ([], "no workload"),
         (["--rate", "1", "--shared-prefix", "900"], "--shared-prefix must be"),
+        (["--rate", "1", "--long-reserve", "-1"], "--long-reserve values must be at least 0"),
+        (["--rate", "1", "--queue-size", "8"], "lanes' queue"),
     ],
 )
 def test_bad_input_is_one_clear_error(

@@ -1,0 +1,242 @@
+"""The lanes' decisions without an event loop: who may start, who starts next when a slot frees.
+
+``Admission`` (``lanes.py``) waits on these rules with asyncio futures; the simulator
+(``ttft.simulate.gateway_sim``) drives the very same rules from its discrete events, so the two
+cannot drift. The policy itself is described in ``lanes.py``.
+
+A ticket carries an opaque ``item`` (the gateway's future, the simulator's request). Methods
+that start waiting tickets return them; the caller wakes (or submits) each one.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+SHORT = "short"
+LONG = "long"
+LANES = (SHORT, LONG)
+
+T = TypeVar("T")
+
+
+class Shed(Exception):
+    """The request was not admitted: ``reason`` is ``queue_full`` or ``queue_timeout``."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(order=True, slots=True)
+class Ticket(Generic[T]):
+    priority: int
+    seq: int
+    lane: str = field(compare=False)
+    item: T = field(compare=False)
+    cancelled: bool = field(default=False, compare=False)
+    client: str = field(default="", compare=False)
+
+
+class LaneRules(Generic[T]):
+    """Slots and lanes of one replica: counts, queues and every decision, no waiting."""
+
+    def __init__(
+        self,
+        max_in_flight: int,
+        queue_size: int,
+        *,
+        split_lanes: bool = True,
+        short_burst: int = 4,
+        long_reserve: int = 0,
+        client_slots: int | None = 0,
+    ) -> None:
+        self.max_in_flight = max_in_flight
+        # The most slots one client may hold: None, half of them (at least one); 0, no limit.
+        self.client_slots_setting = client_slots
+        self._by_client: dict[str, int] = {}
+        self.long_reserve = long_reserve
+        self.queue_size = queue_size
+        self.split_lanes = split_lanes
+        self.short_burst = max(1, short_burst)
+        self.in_flight = 0
+        self.long_in_flight = 0
+        self.queued = {SHORT: 0, LONG: 0}
+        self._lanes: dict[str, list[Ticket[T]]] = {SHORT: [], LONG: []}
+        self._seq = itertools.count()
+        self._short_streak = 0
+
+    @property
+    def long_cap(self) -> int:
+        """The most slots long requests may hold; at least one, so they are never shut out."""
+        if not self.split_lanes:
+            return self.max_in_flight
+        return max(1, self.max_in_flight - self.long_reserve)
+
+    @property
+    def client_slots(self) -> int:
+        """The most slots one client may hold (0: no limit); read each time, since
+        ``max_in_flight`` changes when an engine reports its slots."""
+        setting = self.client_slots_setting
+        return max(1, self.max_in_flight // 2) if setting is None else setting
+
+    def lane_of(self, lane: str) -> str:
+        """The lane a request of ``lane`` really waits in: one lane (short) without the split."""
+        return lane if self.split_lanes else SHORT
+
+    def _can_start(self, lane: str) -> bool:
+        if self.in_flight >= self.max_in_flight:
+            return False
+        return lane == SHORT or self.long_in_flight < self.long_cap
+
+    def _client_may_start(self, client: str) -> bool:
+        cap = self.client_slots
+        return not client or not cap or self._by_client.get(client, 0) < cap
+
+    def _start(self, lane: str, client: str = "") -> None:
+        self.in_flight += 1
+        if lane == LONG:
+            self.long_in_flight += 1
+        if client and self.client_slots_setting != 0:
+            self._by_client[client] = self._by_client.get(client, 0) + 1
+
+    @property
+    def waiting(self) -> int:
+        return self.queued[SHORT] + self.queued[LONG]
+
+    @property
+    def load(self) -> int:
+        """What routing balances: requests at the engine plus requests waiting for it."""
+        return self.in_flight + self.waiting
+
+    @property
+    def has_free_slot(self) -> bool:
+        return self.in_flight < self.max_in_flight and self.waiting == 0
+
+    @property
+    def has_room(self) -> bool:
+        # No slot at all (this worker's part of a replica with fewer slots than workers):
+        # no room either, or a request would only wait for its queue timeout.
+        if self.max_in_flight <= 0:
+            return False
+        return self.in_flight < self.max_in_flight or self.waiting < self.queue_size
+
+    def try_start(self, lane: str, client: str = "") -> bool:
+        """Start at once when the request would not wait (True). Every waiting ticket is one
+        that cannot start (``release`` dispatches all that can), so a request whose own lane is
+        empty may start at once: a short one then does not wait behind long ones held back by
+        their cap. The caller gives the same ``lane`` to ``release``."""
+        lane = self.lane_of(lane)
+        if self.queued[lane] == 0 and self._can_start(lane) and self._client_may_start(client):
+            self._start(lane, client)
+            return True
+        return False
+
+    def enqueue(self, lane: str, priority: int, client: str, item: T) -> Ticket[T]:
+        """A request that could not start joins its lane; ``Shed("queue_full")`` when the lanes
+        already hold ``queue_size``. Call ``grant`` next when a slot is free: tickets ahead of
+        it may be held back by their client's share."""
+        if self.waiting >= self.queue_size:
+            raise Shed("queue_full", f"the queue is full ({self.queue_size} waiting)")
+        ticket = Ticket(priority, next(self._seq), self.lane_of(lane), item, client=client)
+        heapq.heappush(self._lanes[ticket.lane], ticket)
+        self.queued[ticket.lane] += 1
+        return ticket
+
+    def withdraw(self, ticket: Ticket[T]) -> None:
+        """A waiting ticket leaves its lane (timed out, or its client left)."""
+        if not ticket.cancelled:
+            ticket.cancelled = True
+            self.queued[ticket.lane] -= 1
+            lane = self._lanes[ticket.lane]
+            # Withdrawn tickets stay in the heap until popped; compact before they pile up.
+            if len(lane) > 2 * self.queue_size + 16:
+                self._lanes[ticket.lane] = [t for t in lane if not t.cancelled]
+                heapq.heapify(self._lanes[ticket.lane])
+
+    def free(self, lane: str, client: str = "") -> list[Ticket[T]]:
+        """A request of ``lane`` left the engine: its slot goes to waiting ones that may start;
+        the tickets started, in order."""
+        lane = self.lane_of(lane)
+        self.in_flight -= 1
+        if lane == LONG:
+            self.long_in_flight -= 1
+        if client and self.client_slots_setting != 0:
+            left = self._by_client.get(client, 1) - 1
+            if left > 0:
+                self._by_client[client] = left
+            else:
+                self._by_client.pop(client, None)
+        return self.grant()
+
+    def grant(self) -> list[Ticket[T]]:
+        """Start every waiting ticket that may start (also after ``max_in_flight`` grew)."""
+        started: list[Ticket[T]] = []
+        while self.in_flight < self.max_in_flight and self.waiting:
+            ticket = self._next()
+            if ticket is None:
+                break
+            self._start(ticket.lane, ticket.client)
+            started.append(ticket)
+        return started
+
+    def _next(self) -> Ticket[T] | None:
+        """The short lane first, but a long one that may start gets its turn after
+        ``short_burst`` shorts in a row."""
+        short = self.queued[SHORT] > 0
+        long_ = self.queued[LONG] > 0 and self._can_start(LONG)
+        if short and (not long_ or self._short_streak < self.short_burst):
+            order = (SHORT, LONG) if long_ else (SHORT,)
+        elif long_:
+            order = (LONG, SHORT) if short else (LONG,)
+        else:
+            return None
+        for lane in order:
+            ticket = self._pop(lane)
+            if ticket is not None:
+                self._short_streak = self._short_streak + 1 if lane == SHORT else 0
+                return ticket
+        return None
+
+    def _gone(self, ticket: Ticket[T]) -> bool:
+        """A ticket no longer waiting though still in its heap (withdrawn)."""
+        return ticket.cancelled
+
+    def _pop(self, lane: str) -> Ticket[T] | None:
+        """The first ticket of ``lane`` whose client is under its share of the slots; the
+        tickets of clients at their share keep their places."""
+        heap = self._lanes[lane]
+        held: list[Ticket[T]] = []
+        found = None
+        while heap:
+            ticket = heapq.heappop(heap)
+            if self._gone(ticket):
+                continue
+            if not self._client_may_start(ticket.client):
+                held.append(ticket)
+                continue
+            self.queued[lane] -= 1
+            found = ticket
+            break
+        for ticket in held:
+            heapq.heappush(heap, ticket)
+        return found
+
+
+def lane_for(prompt_tokens: int, long_prompt_tokens: int) -> str:
+    return LONG if prompt_tokens > long_prompt_tokens else SHORT
+
+
+def resolve_long_reserve(configured: int | None, max_in_flight: int) -> int:
+    """Slots kept for the short lane: the configured number, else one when there are two or more.
+
+    One is the smallest reserve that guarantees a short request a slot within one short request's
+    time; more costs long requests throughput (with two slots, long-only traffic already runs on
+    one). With a single slot nothing can be reserved: long requests would never run.
+    """
+    if configured is not None:
+        return configured
+    return 1 if max_in_flight >= 2 else 0
