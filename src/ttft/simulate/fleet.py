@@ -27,6 +27,7 @@ from ttft.simulate.fleet_base import (
     FleetResult,
     Policy,
     affinity_key,
+    first_arrivals,
     gc_paused,
     make_replica,
 )
@@ -139,15 +140,8 @@ def simulate(
     # (it visits every virtual node until all replicas are seen, the bulk of routing's cost).
     setattr(router.ring, "walk", functools.lru_cache(maxsize=1 << 16)(router.ring.walk))  # noqa: B010
     steps: list[tuple[float, int, int, int]] = []  # (end, order, replica, its version)
-    arrivals: list[tuple[float, int, SimRequest]] = []
     order = itertools.count()
-    pending = iter(requests if concurrency is not None else ())
-    if concurrency is None:
-        arrivals = [(r.arrival_s, r.index, r) for r in requests]
-        heapq.heapify(arrivals)
-    else:
-        for r in itertools.islice(pending, concurrency):
-            heapq.heappush(arrivals, (0.0, next(order), replace(r, arrival_s=0.0)))
+    arrivals, pending = first_arrivals(requests, concurrency, order)
     turn = hits = 0
 
     def send(request: SimRequest, t: float) -> bool:

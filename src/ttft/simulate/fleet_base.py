@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+import heapq
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ttft.simulate.engine import ReplicaSim, SimOutcome
@@ -65,3 +67,23 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+Arrival = tuple[float, int, SimRequest]  # (time, order, request): a heap entry
+
+
+def first_arrivals(
+    requests: Sequence[SimRequest], concurrency: int | None, order: Iterator[int]
+) -> tuple[list[Arrival], Iterator[SimRequest]]:
+    """The arrival heap a run starts with, and the requests still to send. Open loop: every
+    request at its own time (nothing pending). Closed loop: the first ``concurrency`` requests
+    at time 0, the rest pending (each sent when a client's previous request is done)."""
+    pending = iter(requests if concurrency is not None else ())
+    if concurrency is None:
+        arrivals = [(r.arrival_s, r.index, r) for r in requests]
+        heapq.heapify(arrivals)
+        return arrivals, pending
+    arrivals = []
+    for r in itertools.islice(pending, concurrency):
+        heapq.heappush(arrivals, (0.0, next(order), replace(r, arrival_s=0.0)))
+    return arrivals, pending

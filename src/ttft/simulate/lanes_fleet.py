@@ -17,7 +17,14 @@ from dataclasses import replace
 from ttft.core.errors import TtftError
 from ttft.gateway.admission.lanes import default_max_in_flight
 from ttft.gateway.routing import Router
-from ttft.simulate.fleet_base import FleetResult, Policy, affinity_key, gc_paused, make_replica
+from ttft.simulate.fleet_base import (
+    FleetResult,
+    Policy,
+    affinity_key,
+    first_arrivals,
+    gc_paused,
+    make_replica,
+)
 from ttft.simulate.gateway_sim import GatewayState, Lanes
 from ttft.simulate.model import CostModel, EngineSettings
 from ttft.simulate.requests import SimRequest
@@ -56,15 +63,8 @@ def simulate_lanes(
     )
     gate = GatewayState(replicas, lanes, cap, router, policy)
     steps: list[tuple[float, int, int, int]] = []  # (end, order, replica, its version)
-    arrivals: list[tuple[float, int, SimRequest]] = []
     order = itertools.count()
-    pending = iter(requests if concurrency is not None else ())
-    if concurrency is None:
-        arrivals = [(r.arrival_s, r.index, r) for r in requests]
-        heapq.heapify(arrivals)
-    else:
-        for r in itertools.islice(pending, concurrency):
-            heapq.heappush(arrivals, (0.0, next(order), replace(r, arrival_s=0.0)))
+    arrivals, pending = first_arrivals(requests, concurrency, order)
 
     def submit(sends: list[tuple[int, SimRequest]], t: float) -> None:
         for i, request in sends:
