@@ -42,11 +42,11 @@ ignore-eos admission path are left out.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
 
-from ttft.simulate.engine import ReplicaSim, SimOutcome
+from ttft.simulate.decode_runs import DecodeRuns
+from ttft.simulate.engine import SimOutcome
 from ttft.simulate.model import CostModel, EngineSettings
 from ttft.simulate.radix import Node, RadixPool
 
@@ -73,9 +73,7 @@ class _Req:
     max_new: int = 0  # tokens it generates (its output, clipped to what the pool can hold)
 
 
-class SglangReplica(ReplicaSim):
-    fast_forward = True  # False: every decode step is its own event (the tests' reference)
-
+class SglangReplica(DecodeRuns):
     def __init__(self, cost: CostModel, settings: EngineSettings, index: int = 0) -> None:
         super().__init__(cost, settings, index)
         self.page = settings.block_tokens
@@ -92,11 +90,6 @@ class SglangReplica(ReplicaSim):
         self.ratio_decay = (self.init_ratio - self.min_ratio) / RATIO_DECAY_STEPS
         self.ratio = self.init_ratio
         self.retractions = 0
-        self.repeat = 1  # decode steps the running event stands for
-        self.in_run = False
-        self._ends: list[float] = []
-        self._durations: list[float] = []
-        self._busy_before = 0.0
 
     @property
     def load(self) -> int:
@@ -364,44 +357,8 @@ class SglangReplica(ReplicaSim):
 
     _mixed = False  # the running requests decode in the planned step
 
-    def _start(self, now: float) -> float | None:
-        k = self._decode_run() if self.fast_forward else 0
-        if k < 2:
-            self.repeat = 1
-            self.in_run = False
-            return super()._start(now)
-        n = len(self.running)
-        attention = sum(r.computed for r in self.running)
-        self._busy_before = busy = self.busy_s
-        self._ends, self._durations = ends, durations = [], []
-        step_s, speed, t = self.cost.step_s, self.speed, now
-        for j in range(k):  # added up one step at a time, as step by step would
-            duration = step_s(0, n, (attention + j * n) / 1000.0) * speed
-            busy += duration
-            t += duration
-            ends.append(t)
-            durations.append(duration)
-        self.busy_s = busy
-        self.repeat, self.in_run = k, True
-        self.steps += k
-        self.step_start, self.step_end = now, t
-        self.version += 1
-        return t
-
-    def _interrupt(self, now: float) -> float | None:
-        if not self.in_run:
-            return None
-        done = bisect_left(self._ends, now) + 1
-        if done >= self.repeat:
-            return None
-        self.steps -= self.repeat - done
-        busy = self._busy_before
-        for duration in self._durations[:done]:
-            busy += duration  # as step by step adds them
-        self.busy_s = busy
-        self.repeat = done
-        self.step_end = self._ends[done - 1]
-        return self.step_end
+    def _run_shape(self) -> tuple[int, int]:
+        return len(self.running), sum(r.computed for r in self.running)
 
     def _finish(self, r: _Req, end: float) -> bool:
         if r.generated < r.max_new:

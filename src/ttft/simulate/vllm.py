@@ -18,12 +18,12 @@ by one, exactly as step by step; an arrival cuts it at the first step boundary a
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ttft.simulate.engine import ReplicaSim, SimOutcome
+from ttft.simulate.decode_runs import DecodeRuns
+from ttft.simulate.engine import SimOutcome
 from ttft.simulate.model import CostModel, EngineSettings
 from ttft.simulate.requests import SimRequest
 
@@ -44,7 +44,7 @@ def _blocks(tokens: int, size: int) -> int:
     return -(-tokens // size)
 
 
-class VllmReplica(ReplicaSim):
+class VllmReplica(DecodeRuns):
     def __init__(self, cost: CostModel, settings: EngineSettings, index: int = 0) -> None:
         super().__init__(cost, settings, index)
         self.waiting: deque[_Seq] = deque()
@@ -55,13 +55,6 @@ class VllmReplica(ReplicaSim):
         self.refs: dict[int, int] = {}
         self.evictable: OrderedDict[int, int] = OrderedDict()
         self.entry_blocks: dict[int, int] = {}
-        self.repeat = 1  # decode steps the running event stands for
-        self.in_run = False  # the running event is a decode run (possibly cut to one step)
-        self._ends: list[float] = []  # a decode run's step ends
-        self._durations: list[float] = []  # and its steps' durations
-        self._busy_before = 0.0  # busy_s when the run started
-
-    fast_forward = True  # False: every step is its own event (the reference the tests use)
 
     @property
     def load(self) -> int:
@@ -200,47 +193,8 @@ class VllmReplica(ReplicaSim):
             for s in self.running
         )
 
-    def _start(self, now: float) -> float | None:
-        k = self._decode_run() if self.fast_forward else 0
-        if k < 2:
-            self.repeat = 1
-            self.in_run = False
-            return super()._start(now)
-        # the durations and ends are added up one step at a time, as step by step would
-        n = len(self.running)
-        attention = sum(seq.computed for seq in self.running)
-        self._busy_before = self.busy_s
-        self._ends = ends = []
-        self._durations = durations = []
-        t = now
-        for j in range(k):
-            duration = self.cost.step_s(0, n, (attention + j * n) / 1000.0) * self.speed
-            self.busy_s += duration
-            t = t + duration
-            ends.append(t)
-            durations.append(duration)
-        self.repeat = k
-        self.in_run = True
-        self.steps += k
-        self.step_start = now
-        self.step_end = t
-        self.version += 1
-        return t
-
-    def _interrupt(self, now: float) -> float | None:
-        if not self.in_run:
-            return None
-        done = bisect_left(self._ends, now) + 1  # the first step ending at or after ``now``
-        if done >= self.repeat:
-            return None
-        self.steps -= self.repeat - done
-        busy = self._busy_before
-        for duration in self._durations[:done]:
-            busy += duration
-        self.busy_s = busy
-        self.repeat = done
-        self.step_end = self._ends[done - 1]
-        return self.step_end
+    def _run_shape(self) -> tuple[int, int]:
+        return len(self.running), sum(seq.computed for seq in self.running)
 
     def _retire_if_done(self, seq: _Seq, end: float) -> bool:
         """Finish ``seq`` at ``end`` once it has generated its whole answer (its blocks freed)."""
