@@ -28,6 +28,7 @@ from ttft.simulate.fleet_base import (
     Policy,
     affinity_key,
     first_arrivals,
+    fleet_result,
     gc_paused,
     make_replica,
 )
@@ -196,21 +197,7 @@ def simulate(
             t, _, request = heapq.heappop(arrivals)
             if held or not send(request, t):
                 held.append((t, request))
-    outcomes = sorted(
-        (o for r in fleet for o in r.outcomes), key=lambda o: (o.request.arrival_s, o.request.index)
-    )
-    last = max((o.done_s or o.request.arrival_s for o in outcomes), default=0.0)
-    first = min((o.request.arrival_s for o in outcomes), default=0.0)
-    return FleetResult(
-        outcomes,
-        replicas,
-        policy,
-        last - first,
-        sum(r.steps for r in fleet),
-        sum(r.preemptions for r in fleet),
-        [r.busy_s for r in fleet],
-        hits,
-    )
+    return fleet_result(fleet, policy, hits)
 
 
 def speed_factors(noise_cv: float, runs: int, seed: int) -> list[float]:

@@ -87,3 +87,29 @@ def first_arrivals(
     for r in itertools.islice(pending, concurrency):
         heapq.heappush(arrivals, (0.0, next(order), replace(r, arrival_s=0.0)))
     return arrivals, pending
+
+
+def fleet_result(
+    fleet: Sequence[ReplicaSim],
+    policy: Policy,
+    hits: int,
+    shed: Sequence[SimOutcome] = (),
+) -> FleetResult:
+    """The run's outcomes in arrival order (the requests the gateway refused among them) and
+    the fleet's totals."""
+    outcomes = sorted(
+        [*(o for r in fleet for o in r.outcomes), *shed],
+        key=lambda o: (o.request.arrival_s, o.request.index),
+    )
+    last = max((o.done_s or o.request.arrival_s for o in outcomes), default=0.0)
+    first = min((o.request.arrival_s for o in outcomes), default=0.0)
+    return FleetResult(
+        outcomes,
+        len(fleet),
+        policy,
+        last - first,
+        sum(r.steps for r in fleet),
+        sum(r.preemptions for r in fleet),
+        [r.busy_s for r in fleet],
+        hits,
+    )

@@ -22,6 +22,7 @@ from ttft.simulate.fleet_base import (
     Policy,
     affinity_key,
     first_arrivals,
+    fleet_result,
     gc_paused,
     make_replica,
 )
@@ -113,19 +114,4 @@ def simulate_lanes(
             submit(gate.arrive(request, affinity_key(request), t), t)
             if len(gate.shed) > shed_before:
                 next_request(t)
-    outcomes = sorted(
-        [*(o for r in fleet for o in r.outcomes), *gate.shed],
-        key=lambda o: (o.request.arrival_s, o.request.index),
-    )
-    last = max((o.done_s or o.request.arrival_s for o in outcomes), default=0.0)
-    first = min((o.request.arrival_s for o in outcomes), default=0.0)
-    return FleetResult(
-        outcomes,
-        replicas,
-        policy,
-        last - first,
-        sum(r.steps for r in fleet),
-        sum(r.preemptions for r in fleet),
-        [r.busy_s for r in fleet],
-        gate.hits,
-    )
+    return fleet_result(fleet, policy, gate.hits, gate.shed)
