@@ -170,6 +170,12 @@ class ResponseParser:
     def done(self) -> bool:
         return self._state == _DONE
 
+    @property
+    def between_chunks(self) -> bool:
+        """A chunked body, read up to the end of a chunk: the next byte starts a size line
+        (what lets a proxy pass whole chunks on as they came, ``gateway.upstream``)."""
+        return self._state == _CHUNK_SIZE and not self._buf and self._decoder is None
+
     def feed(self, data: bytes, t_ns: int) -> bool:
         """Consume one read. Raises ``RequestFailed`` (kind ``protocol``) on malformed input."""
         self.bytes_received += len(data)

@@ -29,7 +29,7 @@ from ttft.gateway.plan import CHAT, COMPLETIONS, PATHS, Plan, Planner
 from ttft.gateway.routing import NONE
 from ttft.gateway.runtime import ModelRuntime, Replica
 from ttft.gateway.sinks import ChatJsonSink, ChatStreamSink, ForwardSink
-from ttft.gateway.upstream import request_bytes
+from ttft.gateway.upstream import UpstreamConnection, request_bytes
 
 _RETRYABLE = (errors.CONNECT, errors.DISCONNECT, errors.INCOMPLETE_STREAM)
 _MARK_DOWN = (errors.CONNECT, errors.DISCONNECT, errors.INCOMPLETE_STREAM)
@@ -220,7 +220,8 @@ class Proxy:
         else:
             sink = ForwardSink(response, make_headers, first_token, upstream_error)
 
-        def attach(conn: Any) -> None:
+        def attach(conn: UpstreamConnection) -> None:
+            sink.upstream = conn
             response.on_pause = lambda paused: conn.pause() if paused else conn.resume()
             if response.paused:
                 conn.pause()  # the client is behind already: not one upstream byte piles up

@@ -70,6 +70,13 @@ class Response:
     def started(self) -> bool:
         return self.status is not None
 
+    def relay_target(self) -> Channel | None:
+        """The connection a chunked upstream answer may be written to as it came (its chunk
+        framing kept): while this response streams in chunks, after its head."""
+        if self._chunked and self.head_sent and not self.finished:
+            return self._conn
+        return None
+
     @property
     def client_gone(self) -> bool:
         return self._conn.closed
