@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-_HEX_DIGITS = b"0123456789abcdefABCDEF"
+HEX_DIGITS = b"0123456789abcdefABCDEF"
 # The last chunk without trailers: what usually follows an engine's last event.
 LAST_CHUNK = b"0\r\n\r\n"
 
@@ -39,7 +39,7 @@ def whole_chunks(data: bytes) -> int:
         if nl < pos + 2 or data[nl - 1] != 13:
             break
         size_text = data[pos : nl - 1]
-        if size_text.strip(_HEX_DIGITS):
+        if size_text.strip(HEX_DIGITS):
             break
         stop = nl + 1 + int(size_text, 16)
         if stop == nl + 1 or stop + 2 > end or data[stop : stop + 2] != b"\r\n":

@@ -123,15 +123,16 @@ class ForwardSink:
         ttfb = (self.first_body_ns or _clock()) - self.sent_ns
         headers = self.make_headers(status, head.headers.get("content-type", ""), ttfb)
         length = head.headers.get("content-length")
+        chunked = "chunked" in head.tokens("transfer-encoding")
         # The upstream's length holds only for the bytes it sent: not if we decoded them.
         framed = (
             length is not None
             and length.isdigit()
-            and "chunked" not in head.tokens("transfer-encoding")
+            and not chunked
             and not head.tokens("content-encoding") - {"identity"}
         )
         response.start(status, headers, length=int(length) if framed and length else None)
-        self._relayable = self._error is None and "chunked" in head.tokens("transfer-encoding")
+        self._relayable = chunked and self._error is None
 
     @property
     def committed(self) -> bool:

@@ -28,7 +28,7 @@ from ttft.client import errors
 from ttft.client.errors import RequestFailed
 from ttft.client.exchange import Exchange
 from ttft.client.http import ResponseHead, ResponseParser, ResponseSink
-from ttft.gateway.relay import LAST_CHUNK, RelayTarget, whole_chunks
+from ttft.gateway.relay import HEX_DIGITS, LAST_CHUNK, RelayTarget, whole_chunks
 
 _clock = time.perf_counter_ns
 _KEEP_ALIVE_TIMEOUT = re.compile(r"timeout\s*=\s*(\d+)")
@@ -61,11 +61,22 @@ class UpstreamConnection(asyncio.Protocol, Exchange):
         t_ns = _clock()
         self.last_rx_ns = self.last_data_ns = t_ns
         to = self.relay_to
-        if to is not None and not to.closed and to.transport is not None:
-            parser = self._parser
+        parser = self._parser
+        if to is not None and not to.closed and to.transport is not None and parser is not None:
+            # The usual read, one whole chunk (one event), is checked here in a few C calls;
+            # ``whole_chunks`` is the same check for several.
+            nl = data.find(b"\n", 0, 18)
+            if nl > 1 and data[nl - 1] == 13:
+                size_text = data[: nl - 1]
+                if not size_text.strip(HEX_DIGITS):
+                    stop = nl + 1 + int(size_text, 16)
+                    if stop > nl + 1 and len(data) == stop + 2 and data.endswith(b"\r\n"):
+                        parser.bytes_received += stop + 2
+                        to.transport.write(data)
+                        return
             whole = whole_chunks(data)
-            if whole and parser is not None:
-                if whole == len(data):  # one event, or several: as they came
+            if whole:
+                if whole == len(data):  # several events: as they came
                     parser.bytes_received += whole
                     to.transport.write(data)
                     return
