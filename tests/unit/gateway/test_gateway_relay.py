@@ -95,7 +95,7 @@ def _exchange(pieces: list[bytes], http11: bool = True) -> tuple[_Client, Upstre
 
     async def run() -> tuple[_Client, UpstreamConnection, Any]:
         client = _Client(http11)
-        response = Response(client, keep_alive=True)  # type: ignore[arg-type]
+        response = Response(client, keep_alive=True)
         sink = ForwardSink(response, lambda s, ct, t: [("Content-Type", ct)], lambda t: None)
         conn = UpstreamConnection()
         conn.connection_made(_Transport())  # type: ignore[arg-type]
@@ -181,7 +181,7 @@ def test_an_http10_client_gets_the_data_unframed() -> None:
 def test_a_client_gone_stops_the_relay() -> None:
     async def run() -> tuple[_Client, Any]:
         client = _Client()
-        response = Response(client, keep_alive=True)  # type: ignore[arg-type]
+        response = Response(client, keep_alive=True)
         sink = ForwardSink(response, lambda s, ct, t: [("Content-Type", ct)], lambda t: None)
         conn = UpstreamConnection()
         conn.connection_made(_Transport())  # type: ignore[arg-type]
@@ -228,7 +228,7 @@ def test_the_pool_gets_a_relayed_connection_back() -> None:
         bodies = []
         for _ in range(3):
             client = _Client()
-            response = Response(client, keep_alive=True)  # type: ignore[arg-type]
+            response = Response(client, keep_alive=True)
             sink = ForwardSink(response, lambda s, ct, t: [("Content-Type", ct)], lambda t: None)
 
             def attach(conn: UpstreamConnection, sink: ForwardSink = sink) -> None:
