@@ -15,6 +15,7 @@ as they came (``relay``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import socket
 import ssl
@@ -31,8 +32,19 @@ from ttft.client.http import ResponseHead, ResponseParser, ResponseSink
 from ttft.gateway.relay import HEX_DIGITS, LAST_CHUNK, RelayTarget, whole_chunks
 
 _clock = time.perf_counter_ns
-_KEEP_ALIVE_TIMEOUT = re.compile(r"timeout\s*=\s*(\d+)")
+_KEEP_ALIVE_TIMEOUT = re.compile(r"timeout\s*=\s*(\d{1,9})(?!\d)")  # longer: the default
 _DEFAULT_IDLE_S = 30.0
+
+
+@functools.lru_cache(maxsize=64)
+def _reuse_seconds(keep_alive: str) -> float:
+    """How long an idle connection is reused after an answer with this ``Keep-Alive`` header
+    (an engine sends the same one every time: parsed once)."""
+    match = _KEEP_ALIVE_TIMEOUT.search(keep_alive)
+    if match is None:
+        return _DEFAULT_IDLE_S
+    # Give up on it a second before the engine would: no race with its close.
+    return max(0.0, int(match.group(1)) - 1.0)
 
 
 class UpstreamConnection(asyncio.Protocol, Exchange):
@@ -318,12 +330,8 @@ class UpstreamPool:
         if not reusable or conn.closed or self._closed or len(self._idle) >= self.max_idle:
             conn.abort()
             return
-        keep_s = _DEFAULT_IDLE_S
-        if head is not None:
-            match = _KEEP_ALIVE_TIMEOUT.search(head.headers.get("keep-alive", ""))
-            if match:
-                # Give up on it a second before the engine would: no race with its close.
-                keep_s = max(0.0, int(match.group(1)) - 1.0)
+        keep_alive = head.headers.get("keep-alive") if head is not None else None
+        keep_s = _reuse_seconds(keep_alive) if keep_alive else _DEFAULT_IDLE_S
         conn.reuse_until = self._loop().time() + keep_s
         self._idle.append(conn)
 

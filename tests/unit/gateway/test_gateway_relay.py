@@ -246,3 +246,12 @@ def test_the_pool_gets_a_relayed_connection_back() -> None:
     bodies, opened, reused = asyncio.run(run())
     assert bodies == [TOKEN * 4 + DONE + LAST] * 3
     assert (opened, reused) == (1, 2)
+
+
+def test_an_engines_keep_alive_timeout_is_read_once_and_bounded() -> None:
+    from ttft.gateway.upstream import _reuse_seconds
+
+    assert _reuse_seconds("timeout=5, max=100") == 4.0  # a second before the engine closes
+    assert _reuse_seconds("max=100") == 30.0
+    # Thousands of digits: the default, not a ValueError from int() in the release path.
+    assert _reuse_seconds("timeout=" + "9" * 5000) == 30.0
