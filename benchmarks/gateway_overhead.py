@@ -79,9 +79,12 @@ http {
 
 
 @contextmanager
-def gateway_process(upstream: str, loop: str = "auto", workers: int = 1) -> Iterator[str]:
+def gateway_process(
+    upstream: str, loop: str = "auto", workers: int = 1, src: str | None = None
+) -> Iterator[str]:
     """``ttft gateway`` in a child process, as a user would run it (``loop``: "asyncio" keeps
-    it off uvloop, which it uses when installed; ``workers``: its ``--workers``)."""
+    it off uvloop, which it uses when installed; ``workers``: its ``--workers``; ``src``: the
+    ``ttft`` source tree to run it from, for a before/after in the same run)."""
     port = free_loopback_port()
     args = [
         "--upstream",
@@ -98,7 +101,10 @@ def gateway_process(upstream: str, loop: str = "auto", workers: int = 1) -> Iter
         "--workers",
         str(workers),
     ]
-    with gateway_child(args, port, env={"TTFT_GATEWAY_LOOP": loop}):
+    env = {"TTFT_GATEWAY_LOOP": loop}
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
+    with gateway_child(args, port, env=env):
         yield f"http://127.0.0.1:{port}"
 
 
@@ -225,7 +231,14 @@ def main() -> None:
         "--paths",
         default="direct,gateway,nginx",
         help="direct, gateway (uvloop when installed), gw-asyncio (the gateway on asyncio's "
-        "own loop), gw-wN (the gateway with --workers N, e.g. gw-w2), nginx",
+        "own loop), gw-wN (the gateway with --workers N, e.g. gw-w2), gw-base (the gateway run "
+        "from --base-src), nginx",
+    )
+    parser.add_argument(
+        "--base-src",
+        default=None,
+        help="another ttft source tree (e.g. a checkout of main: /path/src) that the gw-base "
+        "path runs the gateway from: before and after in the same run",
     )
     parser.add_argument(
         "--clients",
@@ -256,6 +269,12 @@ def main() -> None:
             urls["gateway"] = stack.enter_context(gateway_process(upstream.base_url))
         if "gw-asyncio" in paths:
             urls["gw-asyncio"] = stack.enter_context(gateway_process(upstream.base_url, "asyncio"))
+        if "gw-base" in paths:
+            if args.base_src is None:
+                parser.error("the gw-base path needs --base-src")
+            urls["gw-base"] = stack.enter_context(
+                gateway_process(upstream.base_url, src=args.base_src)
+            )
         for path in paths:
             if path.startswith("gw-w") and path[4:].isdigit():
                 urls[path] = stack.enter_context(
@@ -304,13 +323,19 @@ def main() -> None:
         nan = float("nan")
         cpu = {
             p: _stats(samples[(client, p, streams)])["cpu_us"]
-            for p in ("gateway", "nginx")
+            for p in ("gateway", "gw-base", "nginx")
             if (client, p, streams) in samples
         }
+        ratios = ", ".join(
+            f"{p} x{cpu[p] / cpu['nginx']:.2f}"
+            for p in ("gateway", "gw-base")
+            if p in cpu and cpu.get("nginx")
+        )
         print(
             f"{client:9} {streams:>4}: gateway added p50 {a50:+.3f} ms, p99 {a99:+.3f} ms; "
             f"nginx p50 {n50:+.3f} ms, p99 {n99:+.3f} ms; CPU per request: gateway "
             f"{cpu.get('gateway', nan):.0f} us, nginx {cpu.get('nginx', nan):.0f} us"
+            + (f" (of nginx's: {ratios})" if ratios else "")
         )
     print()
     for (client, path, streams), (a50, a99) in sorted(added.items()):

@@ -98,8 +98,33 @@ class ResponseSink(Protocol):
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_EOF, _DONE = range(8)
 
 
+# Heads parsed lately, by their bytes: a server sends the same head for every answer of a kind
+# (a streamed completion...), and parsing it took more than the rest of the head's handling.
+# Bounded in count and size; a server whose heads all differ (a Date header) costs a lookup.
+_PARSED_HEADS: dict[bytes, ResponseHead] = {}
+_PARSED_HEADS_MAX = 64
+_PARSED_HEAD_MAX_BYTES = 2048
+
+
 def parse_head(raw: bytes) -> ResponseHead:
-    """Parse a status line and header block (without the blank line that ends it)."""
+    """Parse a status line and header block (without the blank line that ends it).
+
+    The same bytes give the same object (``_PARSED_HEADS``): a head is read, never changed.
+    """
+    cacheable = type(raw) is bytes and len(raw) <= _PARSED_HEAD_MAX_BYTES
+    if cacheable:
+        known = _PARSED_HEADS.get(raw)
+        if known is not None:
+            return known
+    head = _parse_head_text(raw)
+    if cacheable:
+        if len(_PARSED_HEADS) >= _PARSED_HEADS_MAX:
+            _PARSED_HEADS.clear()
+        _PARSED_HEADS[raw] = head
+    return head
+
+
+def _parse_head_text(raw: bytes) -> ResponseHead:
     text = raw.decode("latin-1").replace("\r\n", "\n")
     bad = _HEAD_CONTROL.search(text)
     if bad is not None:
@@ -169,6 +194,12 @@ class ResponseParser:
     @property
     def done(self) -> bool:
         return self._state == _DONE
+
+    @property
+    def between_chunks(self) -> bool:
+        """A chunked body, read up to the end of a chunk: the next byte starts a size line
+        (what lets a proxy pass whole chunks on as they came, ``gateway.upstream``)."""
+        return self._state == _CHUNK_SIZE and not self._buf and self._decoder is None
 
     def feed(self, data: bytes, t_ns: int) -> bool:
         """Consume one read. Raises ``RequestFailed`` (kind ``protocol``) on malformed input."""

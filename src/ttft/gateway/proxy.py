@@ -29,11 +29,12 @@ from ttft.gateway.plan import CHAT, COMPLETIONS, PATHS, Plan, Planner
 from ttft.gateway.routing import NONE
 from ttft.gateway.runtime import ModelRuntime, Replica
 from ttft.gateway.sinks import ChatJsonSink, ChatStreamSink, ForwardSink
-from ttft.gateway.upstream import request_bytes
+from ttft.gateway.upstream import UpstreamConnection
 
 _RETRYABLE = (errors.CONNECT, errors.DISCONNECT, errors.INCOMPLETE_STREAM)
 _MARK_DOWN = (errors.CONNECT, errors.DISCONNECT, errors.INCOMPLETE_STREAM)
 _clock = time.perf_counter_ns
+_NOTHING_TRIED: frozenset[int] = frozenset()
 log = logging.getLogger("ttft.gateway")
 # What is read of a body once it went upstream: everything else of it is dropped then.
 _KEPT_FIELDS = ("id_slot", "stream_options")
@@ -68,17 +69,27 @@ class Proxy:
         # What goes upstream, for each kind of replica of the model (usually one kind), built
         # once; then the parsed body is dropped, with what it was charged to the body budget:
         # 3.8 MB of small objects held ~100 MB for as long as its answer streamed.
-        flags = {
-            plan.rendered is not None and r.config.prerender is not False for r in runtime.replicas
-        }
-        payloads = {flag: self._upstream_body(plan, flag) for flag in flags}
-        plan.body = {k: plan.body[k] for k in _KEPT_FIELDS if k in plan.body}
+        # (Loops, not comprehensions: each of those is a function call of its own.)
+        rendered = plan.rendered is not None
+        payloads: dict[bool, tuple[str, bytes]] = {}
+        for r in runtime.replicas:
+            flag = rendered and r.config.prerender is not False
+            if flag not in payloads:
+                payloads[flag] = self._upstream_body(plan, flag)
+        body, kept = plan.body, {}
+        for k in _KEPT_FIELDS:
+            if k in body:
+                kept[k] = body[k]
+        plan.body = kept
+        del body
         if request.uncharge is not None:
             request.uncharge()
         tried: set[int] = set()
         last: RequestFailed | None = None
         for attempt in range(1 + self.config.routing.retries):
-            choice = runtime.router.pick(runtime.replicas, plan.key, frozenset(tried))
+            choice = runtime.router.pick(
+                runtime.replicas, plan.key, frozenset(tried) if tried else _NOTHING_TRIED
+            )
             if choice is None:
                 break
             if attempt == 0:
@@ -168,15 +179,11 @@ class Proxy:
         path, payload_body = payloads[prerendered]
         if slot is not None:
             payload_body = with_slot(payload_body, slot)
-        headers = [("Content-Type", "application/json"), ("Accept-Encoding", "identity")]
-        if plan.stream:
-            headers.append(("Accept", "text/event-stream"))
-        headers.extend(replica.auth_headers)
+        head = replica.proxy_head(path, plan.stream)
         if plan.request_id:
-            headers.append(("X-Request-Id", plan.request_id))
-        payload = request_bytes(
-            "POST", replica.host_header, replica.path(path), payload_body, headers
-        )
+            head += f"X-Request-Id: {plan.request_id}\r\n"
+        head += f"Content-Length: {len(payload_body)}\r\n\r\n"
+        payload = head.encode("latin-1") + payload_body
         rendered = plan.rendered if prerendered else None
         model, lane = runtime.name, plan.lane
         received = request.received_ns
@@ -220,7 +227,8 @@ class Proxy:
         else:
             sink = ForwardSink(response, make_headers, first_token, upstream_error)
 
-        def attach(conn: Any) -> None:
+        def attach(conn: UpstreamConnection) -> None:
+            sink.upstream = conn
             response.on_pause = lambda paused: conn.pause() if paused else conn.resume()
             if response.paused:
                 conn.pause()  # the client is behind already: not one upstream byte piles up

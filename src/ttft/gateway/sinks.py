@@ -19,6 +19,7 @@ from ttft.client.http import ResponseHead
 from ttft.client.sse import SseDecoder
 from ttft.gateway.http.server import Response
 from ttft.gateway.translate import ChatStreamTranslator, chat_response
+from ttft.gateway.upstream import UpstreamConnection
 
 _clock = time.perf_counter_ns
 # A chunk with text: the first content token of an OpenAI-style stream (chat or completions).
@@ -58,6 +59,10 @@ class ForwardSink:
         self.first_body_ns: int | None = None
         self._token_seen = False
         self._stream = False
+        # The upstream connection (set by the proxy): once the head is out and the first token
+        # seen, a chunked answer to a chunked client is relayed as it comes (``offer_relay``).
+        self.upstream: UpstreamConnection | None = None
+        self._relayable = False
 
     # -- ResponseSink ----------------------------------------------------------------------
 
@@ -87,6 +92,12 @@ class ForwardSink:
         if not self._token_seen and self._stream and _TEXT.search(data) is not None:
             self._token_seen = True
             self.on_first_token(_clock())
+        if self._relayable and (self._token_seen or not self._stream):
+            # Nothing more to look for in this answer: its next whole chunks go as they come.
+            self._relayable = False
+            target = response.relay_target()
+            if target is not None and self.upstream is not None:
+                self.upstream.offer_relay(target)
         return response.client_gone
 
     def on_end(self, t_ns: int) -> None:
@@ -112,14 +123,16 @@ class ForwardSink:
         ttfb = (self.first_body_ns or _clock()) - self.sent_ns
         headers = self.make_headers(status, head.headers.get("content-type", ""), ttfb)
         length = head.headers.get("content-length")
+        chunked = "chunked" in head.tokens("transfer-encoding")
         # The upstream's length holds only for the bytes it sent: not if we decoded them.
         framed = (
             length is not None
             and length.isdigit()
-            and "chunked" not in head.tokens("transfer-encoding")
+            and not chunked
             and not head.tokens("content-encoding") - {"identity"}
         )
         response.start(status, headers, length=int(length) if framed and length else None)
+        self._relayable = chunked and self._error is None
 
     @property
     def committed(self) -> bool:

@@ -7,11 +7,15 @@ from the engine while the client cannot keep up, so a slow client never makes th
 
 A connection the engine closed while it sat idle (llama-server closes keep-alive connections after
 5 s) fails before any response byte; such an exchange is retried once on a fresh connection.
+
+Once a pass-through sink has nothing left to look for in an answer, whole chunks go to the client
+as they came (``relay``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import socket
 import ssl
@@ -25,10 +29,22 @@ from ttft.client import errors
 from ttft.client.errors import RequestFailed
 from ttft.client.exchange import Exchange
 from ttft.client.http import ResponseHead, ResponseParser, ResponseSink
+from ttft.gateway.relay import HEX_DIGITS, LAST_CHUNK, RelayTarget, whole_chunks
 
 _clock = time.perf_counter_ns
-_KEEP_ALIVE_TIMEOUT = re.compile(r"timeout\s*=\s*(\d+)")
+_KEEP_ALIVE_TIMEOUT = re.compile(r"timeout\s*=\s*(\d{1,9})(?!\d)")  # longer: the default
 _DEFAULT_IDLE_S = 30.0
+
+
+@functools.lru_cache(maxsize=64)
+def _reuse_seconds(keep_alive: str) -> float:
+    """How long an idle connection is reused after an answer with this ``Keep-Alive`` header
+    (an engine sends the same one every time: parsed once)."""
+    match = _KEEP_ALIVE_TIMEOUT.search(keep_alive)
+    if match is None:
+        return _DEFAULT_IDLE_S
+    # Give up on it a second before the engine would: no race with its close.
+    return max(0.0, int(match.group(1)) - 1.0)
 
 
 class UpstreamConnection(asyncio.Protocol, Exchange):
@@ -44,6 +60,10 @@ class UpstreamConnection(asyncio.Protocol, Exchange):
         self.last_data_ns = 0  # when the engine last sent bytes (not reset when we send)
         self.reuse_until = 0.0  # loop time after which an idle connection is not reused
         self._paused = False
+        # The client connection that whole chunks are written to as they came (``offer_relay``),
+        # and the one offered, used whenever the parser stands between two chunks.
+        self.relay_to: RelayTarget | None = None
+        self._relay_offer: RelayTarget | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A cast, not an isinstance check: uvloop's transports are not asyncio.Transport.
@@ -52,7 +72,43 @@ class UpstreamConnection(asyncio.Protocol, Exchange):
     def data_received(self, data: bytes) -> None:
         t_ns = _clock()
         self.last_rx_ns = self.last_data_ns = t_ns
+        to = self.relay_to
+        parser = self._parser
+        if to is not None and not to.closed and to.transport is not None and parser is not None:
+            # The usual read, one whole chunk (one event), is checked here in a few C calls;
+            # ``whole_chunks`` is the same check for several.
+            nl = data.find(b"\n", 0, 18)
+            if nl > 1 and data[nl - 1] == 13:
+                size_text = data[: nl - 1]
+                if not size_text.strip(HEX_DIGITS):
+                    stop = nl + 1 + int(size_text, 16)
+                    if stop > nl + 1 and len(data) == stop + 2 and data.endswith(b"\r\n"):
+                        parser.bytes_received += stop + 2
+                        to.transport.write(data)
+                        return
+            whole = whole_chunks(data)
+            if whole:
+                if whole == len(data):  # several events: as they came
+                    parser.bytes_received += whole
+                    to.transport.write(data)
+                    return
+                if data[whole:] == LAST_CHUNK:  # the last events and the end of the answer
+                    parser.bytes_received += whole
+                    to.transport.write(data[:whole])
+                    data = data[whole:]
         self._feed(data, t_ns)
+        offer = self._relay_offer
+        if offer is not None:
+            parser = self._parser
+            self.relay_to = offer if parser is not None and parser.between_chunks else None
+
+    def offer_relay(self, to: RelayTarget) -> None:
+        """From now on, whole chunks may go to ``to`` as they came (see the module's doc):
+        the sink has sent the head, frames its stream in chunks, and needs no event of it."""
+        self._relay_offer = to  # taken up after this read (``data_received``)
+
+    def _no_relay(self) -> None:
+        self.relay_to = self._relay_offer = None
 
     def eof_received(self) -> bool:
         self._ended("")
@@ -69,6 +125,7 @@ class UpstreamConnection(asyncio.Protocol, Exchange):
         assert self.transport is not None
         if self.closed or self.transport.is_closing():
             raise RequestFailed(errors.DISCONNECT, "the connection was closed before sending")
+        self._no_relay()
         waiter = self._begin(parser)
         self.last_rx_ns = _clock()
         self.transport.write(payload)
@@ -269,20 +326,18 @@ class UpstreamPool:
 
     def _release(self, conn: UpstreamConnection, reusable: bool, head: ResponseHead | None) -> None:
         self._busy.discard(conn)
+        conn._no_relay()
         if not reusable or conn.closed or self._closed or len(self._idle) >= self.max_idle:
             conn.abort()
             return
-        keep_s = _DEFAULT_IDLE_S
-        if head is not None:
-            match = _KEEP_ALIVE_TIMEOUT.search(head.headers.get("keep-alive", ""))
-            if match:
-                # Give up on it a second before the engine would: no race with its close.
-                keep_s = max(0.0, int(match.group(1)) - 1.0)
+        keep_alive = head.headers.get("keep-alive") if head is not None else None
+        keep_s = _reuse_seconds(keep_alive) if keep_alive else _DEFAULT_IDLE_S
         conn.reuse_until = self._loop().time() + keep_s
         self._idle.append(conn)
 
     def _drop(self, conn: UpstreamConnection) -> None:
         self._busy.discard(conn)
+        conn._no_relay()
         conn.abort()
 
     async def _connect(self) -> UpstreamConnection:

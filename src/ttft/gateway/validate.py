@@ -28,6 +28,9 @@ from typing import Any
 from ttft.gateway.errors import GatewayError, bad_request
 
 _INT_FIELDS = ("max_tokens", "max_completion_tokens", "n", "best_of", "seed", "top_k")
+# Counts (never negative), and those of them capped by ``max_tokens`` (the rest by ``max_n``).
+_COUNTS = frozenset({"max_tokens", "max_completion_tokens", "n", "best_of"})
+_TOKEN_COUNTS = frozenset({"max_tokens", "max_completion_tokens"})
 _NUMBER_FIELDS = ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty")
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 PRIORITY_MAX = 1_000_000
@@ -188,20 +191,15 @@ def check_common(
         raise bad_request(f"'stream' must be true or false, not {_kind(stream)}", "stream")
     for name in _INT_FIELDS:
         value = body.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise bad_request(f"'{name}' must be an integer, not {_kind(value)}", name)
-        if not isinstance(value, int):
+        if value is None:  # the usual case: most of these fields are not sent
             continue
-        if name in ("max_tokens", "max_completion_tokens", "n", "best_of") and value < 0:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad_request(f"'{name}' must be an integer, not {_kind(value)}", name)
+        if name in _COUNTS and value < 0:
             raise bad_request(f"'{name}' must not be negative", name)
         low, high = _SEED_RANGE if name == "seed" else (-_INT32, _INT32)
         # best_of is n by another name (vLLM's completions generate that many sequences).
-        cap = {
-            "max_tokens": max_tokens,
-            "max_completion_tokens": max_tokens,
-            "n": max_n,
-            "best_of": max_n,
-        }.get(name)
+        cap = max_tokens if name in _TOKEN_COUNTS else max_n if name in _COUNTS else None
         if cap is not None and value > cap:
             raise bad_request(f"'{name}' is {value}; this gateway allows at most {cap}", name)
         if not low <= value < high:

@@ -70,6 +70,13 @@ class Response:
     def started(self) -> bool:
         return self.status is not None
 
+    def relay_target(self) -> Channel | None:
+        """The connection a chunked upstream answer may be written to as it came (its chunk
+        framing kept): while this response streams in chunks, after its head."""
+        if self._chunked and self.head_sent and not self.finished:
+            return self._conn
+        return None
+
     @property
     def client_gone(self) -> bool:
         return self._conn.closed
@@ -104,10 +111,12 @@ class Response:
         # Built as one string: this runs for every response.
         head = _STATUS_LINES.get(status) or f"HTTP/1.1 {status} Status\r\nServer: ttft-gateway\r\n"
         head += "".join([f"{k}: {v}\r\n" for k, v in headers])
-        if self.server_timing is not None and not any(
-            k.lower() == "server-timing" for k, _ in headers
-        ):
-            head += f"Server-Timing: {self.server_timing()}\r\n"
+        if self.server_timing is not None:
+            for k, _ in headers:  # a loop: a generator here cost more than the check
+                if k.lower() == "server-timing":
+                    break
+            else:
+                head += f"Server-Timing: {self.server_timing()}\r\n"
         if length is not None:
             head += f"Content-Length: {length}\r\n"
         elif self._conn.http11:
