@@ -9,9 +9,8 @@ import sys
 from typing import Any
 
 from ttft.simulate.model import Calibration
-from ttft.simulate.requests import SimRequest
-from ttft.simulate.validate_point import validate_point
-from ttft.simulate.whatif import Config, predict
+from ttft.simulate.validate_point import predict_and_validate
+from ttft.simulate.whatif import Config
 from ttft.simulate.workloads import WorkloadSource
 
 Errors = dict[str, list[float]]
@@ -52,21 +51,7 @@ def run_point(
 ) -> None:
     """Predict ``config`` on ``source``, measure it on the engine (the embedded one without
     ``url``), print both and add the point's errors to ``errors``."""
-
-    def workload(seed: int) -> list[SimRequest]:
-        return source.requests(seed)  # a trace keeps its own times whatever the seed
-
-    prediction = predict(cal, workload, config, runs=runs)
     print(config.label)
-    out = validate_point(
-        cal,
-        source,
-        workload(0),
-        prediction,
-        url,
-        lambda moved: predict(moved, workload, config, runs=runs),
-        say=print,
-        progress=lambda line: None,
-    )
+    out = predict_and_validate(cal, source, config, url, runs, say=print)
     tally(errors, out)
     sys.stdout.flush()

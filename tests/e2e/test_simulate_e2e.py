@@ -87,7 +87,7 @@ def test_a_two_replica_point_is_validated_through_a_real_gateway() -> None:
     simulation given the gateway's own ring names and prompt keys. Without --threads the two
     engines share the cores, which the result says in a note."""
     from ttft.simulate.targets import engine
-    from ttft.simulate.validate_point import validate_point
+    from ttft.simulate.validate_point import predict_and_validate
 
     # calibrated as `ttft simulate calibrate` does it: its own embedded engine, with --swa-full
     # (the session's shared engine runs without it and reuses no prefix, so a calibration of it
@@ -107,18 +107,8 @@ def test_a_two_replica_point_is_validated_through_a_real_gateway() -> None:
         prefix_groups=2,
     )
     config = Config(replicas=2, policy="prefix-affinity", max_in_flight=2, slots=2)
-    prediction = predict(cal, lambda seed: source.requests(seed), config, runs=2)
     said: list[str] = []
-    out = validate_point(
-        cal,
-        source,
-        source.requests(0),
-        prediction,
-        None,
-        lambda c: predict(c, lambda seed: source.requests(seed), config, runs=2),
-        said.append,
-        lambda _line: None,
-    )
+    out = predict_and_validate(cal, source, config, None, 2, said.append)
     print("\n".join(said))
     assert out["measured_ok"] == 12 and out["measured_failed"] == 0
     assert "share this machine's cores" in out.get("note", "")

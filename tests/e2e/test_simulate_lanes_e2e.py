@@ -22,8 +22,8 @@ from ttft.engines.llamacpp.embedded import RunningEngine
 from ttft.simulate.calibrate import CalibrationPlan, run_calibration
 from ttft.simulate.gateway_sim import Lanes
 from ttft.simulate.targets import settings_of
-from ttft.simulate.validate_point import validate_point
-from ttft.simulate.whatif import Config, predict
+from ttft.simulate.validate_point import predict_and_validate
+from ttft.simulate.whatif import Config
 from ttft.simulate.workloads import WorkloadSource
 from ttft.workload.trace import TraceSpec
 
@@ -65,18 +65,8 @@ def test_a_lanes_point_is_validated_through_a_real_gateway_with_its_lanes(
     source = WorkloadSource(trace)
     lanes = Lanes(long_prompt_tokens=200, long_reserve=1)
     config = Config(slots=2, max_in_flight=2, lanes=lanes)
-    prediction = predict(cal, lambda seed: source.requests(seed), config, runs=1)
     said: list[str] = []
-    out = validate_point(
-        cal,
-        source,
-        source.requests(0),
-        prediction,
-        None,
-        lambda c: predict(c, lambda seed: source.requests(seed), config, runs=1),
-        said.append,
-        lambda _line: None,
-    )
+    out = predict_and_validate(cal, source, config, None, 1, said.append)
     print("\n".join(said))
     assert out["measured_ok"] == 12 and out["measured_failed"] == 0
     # A short calibration on a shared 2-core machine whose speed moves by several times between

@@ -80,6 +80,33 @@ def validate_point(
     return out
 
 
+def predict_and_validate(
+    cal: Calibration,
+    source: WorkloadSource,
+    config: Config,
+    url: str | None,
+    runs: int,
+    say: Say,
+) -> dict[str, Any]:
+    """One point as ``simulate run --validate`` answers it: predicted over ``runs`` replications
+    of ``source``, then measured with replication 0's arrivals (``validate_point``)."""
+
+    def workload(seed: int) -> list[SimRequest]:
+        return source.requests(seed)  # a trace keeps its own times whatever the seed
+
+    prediction = predict(cal, workload, config, runs=runs)
+    return validate_point(
+        cal,
+        source,
+        workload(0),
+        prediction,
+        url,
+        lambda moved: predict(moved, workload, config, runs=runs),
+        say=say,
+        progress=lambda _line: None,
+    )
+
+
 def _mirror(
     cal: Calibration, requests: list[SimRequest], config: Config, names: tuple[str, ...]
 ) -> dict[float, float]:
