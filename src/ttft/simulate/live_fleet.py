@@ -127,24 +127,14 @@ def embedded_fleet(
 ) -> Iterator[LiveFleet]:
     """``replicas`` embedded llama-servers (``kind`` vllm: ttft's own local vLLMs serving the
     local ``model``) and a gateway in front, stopped when the block ends."""
-    from ttft.simulate.targets import DEFAULT_BATCH, launch_local_vllm, launch_pinned
+    from ttft.simulate.targets import launch_own
 
-    if kind not in ("llamacpp", "vllm"):
-        raise TtftError(
-            f"ttft starts no {kind} replicas: validating this calibration needs --url",
-            f"start {kind} behind a router and give its URL with --url",
-        )
     groups = core_groups(replicas, threads)
     with contextlib.ExitStack() as stack:
         engines: list[RunningEngine | RunningVllm] = []
         for i in range(replicas):
             cores = groups[i] if groups else None
-            running: RunningEngine | RunningVllm
-            if kind == "vllm":
-                batch = batch_tokens or DEFAULT_BATCH["vllm"]
-                running = launch_local_vllm(slots, batch, cores, model)
-            else:
-                running = launch_pinned(slots, batch_tokens, threads, cores)
+            running = launch_own(kind, slots, batch_tokens, threads, cores, model)
             stack.callback(running.stop)
             engines.append(running)
         urls = [check_upstream_url(e.base_url, "upstream") for e in engines]

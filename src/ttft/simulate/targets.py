@@ -28,7 +28,9 @@ EMBEDDED_CTX_PER_SLOT = 2048
 DEFAULT_BATCH = {"llamacpp": 2048, "vllm": 2048, "sglang": 8192}
 DEFAULT_SLOTS = {"llamacpp": 4, "vllm": 256, "sglang": 256}
 SGLANG_INFO_PATHS = ("/server_info", "/get_server_info")  # newer, older
-LOCAL_VLLM_SLOTS = 8  # --max-num-seqs of ttft's own local vLLM (a few cores: a few sequences)
+# what ttft starts its own engines with: 4 slots for llama-server, --max-num-seqs 8 for its
+# vLLM (a few CPU cores: a few sequences)
+OWN_SLOTS = {"llamacpp": 4, "vllm": 8, "sglang": 0}
 
 
 @dataclass(frozen=True)
@@ -217,22 +219,13 @@ def engine(
             False,
         )
         return
-    if kind == "vllm":
-        with local_vllm(slots, batch_tokens, threads, model) as live:
-            yield live
-        return
-    if kind == "sglang":
-        raise TtftError(
-            "ttft starts no SGLang (it has no CPU build): an SGLang calibration needs --url",
-            "start SGLang and give its URL with --url, or use --engine llamacpp or vllm",
-        )
-    n = slots or DEFAULT_SLOTS["llamacpp"]
+    n = slots or OWN_SLOTS[kind]
     groups = core_groups(1, threads)
-    running = launch_pinned(n, batch_tokens, threads, groups[0] if groups else None)
+    running = launch_own(kind, n, batch_tokens, threads, groups[0] if groups else None, model)
     try:
-        target = Target(running.base_url, running.model_name, running.metrics_url, "llamacpp")
-        settings = settings_of(target, "llamacpp", slots=n, batch_tokens=batch_tokens)
-        yield Live(target, settings, True)
+        target = Target(running.base_url, running.model_name, running.metrics_url, kind)
+        batch = batch_tokens or (DEFAULT_BATCH["vllm"] if kind == "vllm" else None)
+        yield Live(target, settings_of(target, kind, slots=n, batch_tokens=batch), True)
     finally:
         running.stop()
 
@@ -255,17 +248,24 @@ def launch_local_vllm(
     return launch_vllm(config)
 
 
-@contextmanager
-def local_vllm(
-    slots: int | None, batch_tokens: int | None, threads: int | None, model: str | None
-) -> Iterator[Live]:
-    """The embedded engine when the engine kind is vLLM: ttft's own local vLLM."""
-    n = slots or LOCAL_VLLM_SLOTS
-    batch = batch_tokens or DEFAULT_BATCH["vllm"]
-    groups = core_groups(1, threads)
-    running = launch_local_vllm(n, batch, groups[0] if groups else None, model)
-    try:
-        target = Target(running.base_url, running.model_name, running.metrics_url, "vllm")
-        yield Live(target, settings_of(target, "vllm", slots=n, batch_tokens=batch), True)
-    finally:
-        running.stop()
+def launch_own(
+    kind: str,
+    slots: int,
+    batch_tokens: int | None,
+    threads: int | None,
+    cores: Sequence[int] | None,
+    model: str | None,
+) -> RunningEngine | RunningVllm:
+    """An engine ttft starts itself, of ``kind``: the embedded llama-server, or ttft's own
+    local vLLM (local ``model``); the calibration's engine and each replica of a validation."""
+    if kind == "vllm":
+        return launch_local_vllm(slots, batch_tokens or DEFAULT_BATCH["vllm"], cores, model)
+    if kind != "llamacpp":
+        name = {"sglang": "SGLang"}.get(kind, kind)
+        raise TtftError(
+            f"ttft starts no {kind} replicas (it has no CPU build): an {name} calibration needs "
+            "--url, and so does validating one",
+            f"start {name} (behind a router, for several replicas) and give its URL with --url, "
+            "or use --engine llamacpp or vllm",
+        )
+    return launch_pinned(slots, batch_tokens, threads, cores)
