@@ -12,6 +12,7 @@ means (a value in a tool's schema) get their own finding, with the reason.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from ttft.core.errors import TtftError
@@ -117,6 +118,27 @@ def _body(body: dict[str, Any], messages: list[dict[str, Any]] | None = None) ->
     return out
 
 
+def _marked(messages: list[dict[str, Any]], marker: str) -> list[dict[str, Any]]:
+    """``messages`` with ``marker`` in front of the first message's text.
+
+    Each replay starts its prompts with a marker of its own, so nothing from an earlier run (a
+    second ``ttft doctor`` on the same log, a test that sent these prompts) or from the other
+    replay is in the prefix cache: otherwise the engine reuses the very prompts replayed before,
+    "as they are" reads as cached, and the fault is not found the second time it is looked for.
+    """
+    if not messages:
+        return messages
+    first = dict(messages[0])
+    content = first.get("content")
+    if isinstance(content, str):
+        first["content"] = marker + content
+    elif isinstance(content, list):
+        first["content"] = [{"type": "text", "text": marker}, *content]
+    else:  # no text to mark (a tool call): a system line of its own goes first
+        return [{"role": "system", "content": marker}, *messages]
+    return [first, *messages[1:]]
+
+
 def _size(ctx: DoctorContext, analysis: LogAnalysis, first_s: float) -> int:
     """Requests per replay that fit in half the time left (the as-is replay is the slow one)."""
     fits = int(0.5 * ctx.seconds_left() / max(first_s, 0.05) / 1.3)
@@ -127,7 +149,15 @@ def _size(ctx: DoctorContext, analysis: LogAnalysis, first_s: float) -> int:
 def _replay(ctx: DoctorContext, step: StepResult, analysis: LogAnalysis) -> None:
     indexes = [i for i, spans in enumerate(analysis.spans) if any(s.movable for s in spans)]
     bodies = [i.body for i in ctx.real_items if i.api == "chat"]
-    first = ctx.sample([WorkItem(_body(bodies[indexes[0]]), "chat", "as-is")])
+    run = uuid.uuid4().hex[:8]
+
+    def as_is_body(i: int) -> dict[str, Any]:
+        return _body(bodies[i], _marked(list(bodies[i].get("messages") or []), f"[{run}a] "))
+
+    def moved_body(i: int) -> dict[str, Any]:
+        return _body(bodies[i], _marked(analysis.moved(i).messages, f"[{run}m] "))
+
+    first = ctx.sample([WorkItem(as_is_body(indexes[0]), "chat", "as-is")])
     first_s = first.duration_ns / 1e9
     chosen = indexes[: _size(ctx, analysis, first_s)]
     need = first_s * (2 * len(chosen) + 1)
@@ -143,11 +173,9 @@ def _replay(ctx: DoctorContext, step: StepResult, analysis: LogAnalysis) -> None
         return
     as_is = (
         first.records
-        + ctx.sample([WorkItem(_body(bodies[i]), "chat", "as-is") for i in chosen[1:]]).records
+        + ctx.sample([WorkItem(as_is_body(i), "chat", "as-is") for i in chosen[1:]]).records
     )
-    moved = ctx.sample(
-        [WorkItem(_body(bodies[i], analysis.moved(i).messages), "chat", "moved") for i in chosen]
-    ).records
+    moved = ctx.sample([WorkItem(moved_body(i), "chat", "moved") for i in chosen]).records
     # The first request of each replay warms its own prefix; the rest are compared.
     before, after = as_is[1:], moved[1:]
     t_before = [v for v in (ttft_ms(r) for r in before) if v is not None]

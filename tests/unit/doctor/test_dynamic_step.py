@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Sequence
+from typing import Any
 
+from ttft.core.records import RequestRecord
 from ttft.core.target import Target
 from ttft.doctor.context import DoctorContext
 from ttft.doctor.step_dynamic import dynamic_prefix
+from ttft.probe.sampler import Sample
 from ttft.testing.dynamic_logs import BUILDERS
 from ttft.workload.requests import WorkItem
 
@@ -29,3 +34,52 @@ def test_an_unmovable_span_is_reported_without_sending_anything() -> None:
     step = dynamic_prefix(_ctx(BUILDERS["tool-description"](count=3, words=40).bodies))
     assert [f.rule for f in step.findings] == ["cache/dynamic-unmovable"]
     assert step.summary == "dynamic content found, none of it movable"
+
+
+class _CachingEngine:
+    """A fake engine with a prefix cache that outlives one doctor run: a prompt reuses the
+    longest start it shares with any prompt sent before (4 characters a token), and its TTFT is
+    1 ms per token it computes. Stands in for ``ctx.sample``."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def sample(self, items: Sequence[WorkItem], **_: Any) -> Sample:
+        records = []
+        for n, item in enumerate(items):
+            prompt = json.dumps(item.body["messages"])
+            reused = max((_common(prompt, old) for old in self.seen), default=0) // 4
+            self.seen.append(prompt)
+            computed = len(prompt) // 4 - reused
+            sent = 1_000_000_000 * (len(self.seen) + 1)
+            records.append(
+                RequestRecord(
+                    index=n,
+                    sent_ns=sent,
+                    first_content_ns=sent + computed * 1_000_000,
+                    status=200,
+                    cached_tokens=reused,
+                )
+            )
+        return Sample(records=records, duration_ns=10_000_000)
+
+
+def _common(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def test_a_second_run_on_the_same_engine_still_finds_the_dynamic_prefix() -> None:
+    """The replays must not read the prefix cache an earlier run left: the same log replayed
+    again found every request cached 'as it is' and reported nothing."""
+    engine = _CachingEngine()
+    bodies = BUILDERS["second-line"](count=5, words=200).bodies
+    for _ in range(2):
+        ctx = _ctx(bodies)
+        ctx.sample = engine.sample  # type: ignore[method-assign]
+        step = dynamic_prefix(ctx)
+        assert [f.rule for f in step.findings] == ["cache/dynamic-prefix"], step.notes
