@@ -26,6 +26,7 @@ from ttft.prompts.chat_template import TemplateRenderer
 from ttft.prompts.log_analysis import LogAnalysis, analyse_bodies, keep_rendered, summary
 from ttft.prompts.sources import template_from_props
 from ttft.prompts.static_prefix import analyse
+from ttft.prompts.transform import mark_start
 from ttft.workload.requests import WorkItem
 
 REPLAY_MAX = 8  # requests per replay (each replayed as is and moved)
@@ -118,27 +119,6 @@ def _body(body: dict[str, Any], messages: list[dict[str, Any]] | None = None) ->
     return out
 
 
-def _marked(messages: list[dict[str, Any]], marker: str) -> list[dict[str, Any]]:
-    """``messages`` with ``marker`` in front of the first message's text.
-
-    Each replay starts its prompts with a marker of its own, so nothing from an earlier run (a
-    second ``ttft doctor`` on the same log, a test that sent these prompts) or from the other
-    replay is in the prefix cache: otherwise the engine reuses the very prompts replayed before,
-    "as they are" reads as cached, and the fault is not found the second time it is looked for.
-    """
-    if not messages:
-        return messages
-    first = dict(messages[0])
-    content = first.get("content")
-    if isinstance(content, str):
-        first["content"] = marker + content
-    elif isinstance(content, list):
-        first["content"] = [{"type": "text", "text": marker}, *content]
-    else:  # no text to mark (a tool call): a system line of its own goes first
-        return [{"role": "system", "content": marker}, *messages]
-    return [first, *messages[1:]]
-
-
 def _size(ctx: DoctorContext, analysis: LogAnalysis, first_s: float) -> int:
     """Requests per replay that fit in half the time left (the as-is replay is the slow one)."""
     fits = int(0.5 * ctx.seconds_left() / max(first_s, 0.05) / 1.3)
@@ -149,13 +129,15 @@ def _size(ctx: DoctorContext, analysis: LogAnalysis, first_s: float) -> int:
 def _replay(ctx: DoctorContext, step: StepResult, analysis: LogAnalysis) -> None:
     indexes = [i for i, spans in enumerate(analysis.spans) if any(s.movable for s in spans)]
     bodies = [i.body for i in ctx.real_items if i.api == "chat"]
+    # Each replay's prompts start with a mark of its own (``mark_start``): a second doctor run
+    # on the same engine, or the other replay, must leave nothing in the cache for them.
     run = uuid.uuid4().hex[:8]
 
     def as_is_body(i: int) -> dict[str, Any]:
-        return _body(bodies[i], _marked(list(bodies[i].get("messages") or []), f"[{run}a] "))
+        return _body(bodies[i], mark_start(list(bodies[i].get("messages") or []), f"[{run}a] "))
 
     def moved_body(i: int) -> dict[str, Any]:
-        return _body(bodies[i], _marked(analysis.moved(i).messages, f"[{run}m] "))
+        return _body(bodies[i], mark_start(analysis.moved(i).messages, f"[{run}m] "))
 
     first = ctx.sample([WorkItem(as_is_body(indexes[0]), "chat", "as-is")])
     first_s = first.duration_ns / 1e9

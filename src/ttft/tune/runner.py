@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import math
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -79,6 +80,9 @@ class HttpTrialSession:
     launch_command: list[str] = field(default_factory=list)
     startup_s: float | None = None
     timeout_s: float = 300.0
+    # This trial's mark on its prompts (``TuneWorkload.items``): a repeat of the same trial on
+    # a service that keeps its prefix cache must not find its own prompts already computed.
+    run: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
     def measure(self, concurrency: int) -> LevelResult:
         count = max(self.workload.requests, 2 * concurrency)
@@ -86,9 +90,9 @@ class HttpTrialSession:
         # Warm-up fills every slot's cache with the shared prefix; one token of answer is enough.
         warm = [
             replace(item, body={**item.body, "max_tokens": 1})
-            for item in self.workload.items(concurrency, f"warmup/{label}")
+            for item in self.workload.items(concurrency, f"warmup/{label}", run=self.run)
         ]
-        items = self.workload.items(count, label)
+        items = self.workload.items(count, label, run=self.run)
         warmup = CellPlan(label, warm, ClosedLoop(concurrency), phase="warmup")
         cell, warmup_s = self._run(warmup, CellPlan(label, items, ClosedLoop(concurrency)))
         level = level_from_records(concurrency, cell.records, cell.duration_ns, self.slos)
@@ -119,7 +123,7 @@ class HttpTrialSession:
         slots = max(1, min(WARMUP_MAX_SLOTS, math.ceil(rate)))
         warm = [
             replace(item, body={**item.body, "max_tokens": 1})
-            for item in self.workload.items(slots, f"warmup/{label}")
+            for item in self.workload.items(slots, f"warmup/{label}", run=self.run)
         ]
         arrival = OpenLoop(
             rate,
@@ -128,7 +132,7 @@ class HttpTrialSession:
         )
         cell, warmup_s = self._run(
             CellPlan(label, warm, ClosedLoop(slots), phase="warmup"),
-            CellPlan(label, self.workload.items(count, label), arrival),
+            CellPlan(label, self.workload.items(count, label, run=self.run), arrival),
         )
         level = level_from_records(
             max_overlap(cell.records), cell.records, cell.duration_ns, self.slos, rate=rate

@@ -9,6 +9,7 @@ warm-up prompts never hand the measured ones a prefix-cache hit beyond the share
 from __future__ import annotations
 
 import datetime as dt
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, Literal
 
 from ttft.core.errors import TtftError
 from ttft.prompts.log_analysis import analyse_bodies, analyse_log
+from ttft.prompts.transform import mark_start
 from ttft.workload.request_log import load_request_log
 from ttft.workload.requests import WorkItem, chat_body
 from ttft.workload.text_source import sentence_text
@@ -62,7 +64,12 @@ class TuneWorkload:
         data["transforms"] = list(self.transforms)
         return data
 
-    def items(self, count: int, tag: str) -> list[WorkItem]:
+    def items(self, count: int, tag: str, *, run: str = "") -> list[WorkItem]:
+        """``count`` requests for the cell ``tag``. ``run`` is the trial's own mark: a service
+        that is not restarted between trials keeps a trial's prompts in its prefix cache, and a
+        repeat that sent them again would read as cached what the first computed (the baseline
+        of an A/B chain came out as fast as its fix). With it, the log's prompts start with the
+        mark and the synthetic ones get the trial's own user text and clock."""
         if self.shape == "log":
             assert self.log_path is not None
             log = load_request_log(self.log_path)
@@ -72,9 +79,17 @@ class TuneWorkload:
                 # The spans the log analysis finds over the whole log: the same ones lint and
                 # doctor name, moved the same way in every request.
                 log = analyse_log(log).moved_all()
-            bodies = [chat_body(log[i % len(log)].messages, self.max_tokens) for i in range(count)]
+            mark = f"[{run}] " if run else ""
+            bodies = [
+                chat_body(mark_start(log[i % len(log)].messages, mark), self.max_tokens)
+                if mark
+                else chat_body(log[i % len(log)].messages, self.max_tokens)
+                for i in range(count)
+            ]
             return [self._transformed(body) for body in bodies]
         system = sentence_text(f"{self.seed}/system", self.prefix_words)
+        shift = zlib.crc32(run.encode()) % 86_400 if run else 0  # the trial's own clock
+        tag = f"{run}/{tag}" if run else tag
         bodies = []
         for i in range(count):
             user = sentence_text(f"{self.seed}/{tag}/user/{i}", self.suffix_words)
@@ -83,7 +98,7 @@ class TuneWorkload:
                 text = sentence_text(f"{self.seed}/{tag}/system/{i}", self.prefix_words)
             if self.shape == "timestamp-first":
                 # A clock that moves per request, as an application's "now" would.
-                stamp = _CLOCK_START + dt.timedelta(seconds=37 * i + 3 * len(tag))
+                stamp = _CLOCK_START + dt.timedelta(seconds=37 * i + 3 * len(tag) + shift)
                 text = f"Current time: {stamp:%Y-%m-%dT%H:%M:%SZ}\n{system}"
             messages = [
                 {"role": "system", "content": text},

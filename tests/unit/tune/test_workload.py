@@ -98,3 +98,37 @@ def test_move_dynamic_on_a_log_moves_what_the_log_analysis_finds_wherever_it_sit
     assert len({json.dumps(i.body["messages"][:-1]) for i in moved}) == 1
     for item, values in zip(moved, log.expected, strict=True):
         assert all(v in item.body["messages"][-1]["content"] for v in values)
+
+
+def _shared_start(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize("shape", ["shared-prefix", "timestamp-first", "unique", "log"])
+def test_two_trials_share_no_more_than_the_static_prefix_with_each_other(
+    tmp_path: Path, shape: str
+) -> None:
+    """A service that is not restarted between trials keeps their prompts cached: a repeat of
+    a trial that sent the same prompts again found them computed (the A/B baseline read as fast
+    as its fix). With its own ``run`` mark, a trial's request shares with the other trial's at
+    most what its own cell's requests share with each other."""
+    from ttft.testing.dynamic_logs import BUILDERS
+
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(b) + "\n" for b in BUILDERS["first-line"](count=3).bodies))
+    workload = TuneWorkload(shape=shape, log_path=path if shape == "log" else None)  # type: ignore[arg-type]
+
+    def prompts(run: str, tag: str = "c=2") -> list[str]:
+        return [json.dumps(i.body["messages"]) for i in workload.items(3, tag, run=run)]
+
+    first, second = prompts("aaaa1111"), prompts("bbbb2222")
+    within = max(_shared_start(a, b) for a in first for b in first if a is not b)
+    across = max(_shared_start(a, b) for a in first for b in second)
+    assert across <= within
+    assert all(a != b for a in first for b in second)
+    # The warm-up and the measured cell of one trial share their start, as in service.
+    warm = prompts("aaaa1111", "warmup/c=2")
+    assert max(_shared_start(w, m) for w in warm for m in first) >= within
