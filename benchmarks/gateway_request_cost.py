@@ -104,8 +104,9 @@ class _Client(_Transport):
             self.done.set_result(None)
 
 
-async def _measure(requests: int, tokens: int) -> float:
-    """Thread CPU µs per request through one gateway (32 client connections in turn)."""
+async def _measure(requests: int, tokens: int, fresh: bool = False) -> float:
+    """Thread CPU µs per request through one gateway (32 client connections in turn; with
+    ``fresh``, a new connection per request, opened and closed as a one-shot client's)."""
     from ttft.gateway.app import Gateway
     from ttft.gateway.config import from_mapping
     from ttft.gateway.http.conn import Connection
@@ -138,10 +139,17 @@ async def _measure(requests: int, tokens: int) -> float:
         clients.append((client, transport))
 
     async def one(i: int) -> None:
-        client, transport = clients[i % len(clients)]
+        if fresh:
+            client, transport = Connection(gateway.server), _Client()
+            client.connection_made(transport)  # type: ignore[arg-type]
+        else:
+            client, transport = clients[i % len(clients)]
         transport.done = loop.create_future()
         client.data_received(_REQUEST)
         await transport.done
+        if fresh:
+            await asyncio.sleep(0)  # the handler's task ends, then the client leaves
+            client.connection_lost(None)
 
     for i in range(200):  # warm: connections, caches, specialized bytecode
         await one(i)
@@ -155,13 +163,13 @@ async def _measure(requests: int, tokens: int) -> float:
     return spent / requests / 1000
 
 
-def _run_once(requests: int, tokens: int) -> float:
+def _run_once(requests: int, tokens: int, fresh: bool) -> float:
     try:
         import uvloop  # type: ignore[import-not-found,unused-ignore]
 
-        return float(uvloop.run(_measure(requests, tokens)))
+        return float(uvloop.run(_measure(requests, tokens, fresh)))
     except ImportError:
-        return asyncio.run(_measure(requests, tokens))
+        return asyncio.run(_measure(requests, tokens, fresh))
 
 
 def main() -> None:
@@ -170,10 +178,15 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16, help="events per answer")
     parser.add_argument("--runs", type=int, default=5, help="runs per source tree")
     parser.add_argument("--base-src", default=None, help="another ttft source tree to compare")
+    parser.add_argument(
+        "--fresh-connections",
+        action="store_true",
+        help="a new client connection per request (as a one-shot client), not 32 kept alive",
+    )
     parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.once:
-        print(_run_once(args.requests, args.tokens))
+        print(_run_once(args.requests, args.tokens, args.fresh_connections))
         return
     own = os.environ.get("PYTHONPATH", "")
     trees = {"this": own}
@@ -182,6 +195,8 @@ def main() -> None:
     results: dict[str, list[float]] = {name: [] for name in trees}
     once = [sys.executable, __file__, "--once", "--requests", str(args.requests)]
     once += ["--tokens", str(args.tokens)]
+    if args.fresh_connections:
+        once.append("--fresh-connections")
     for _ in range(args.runs):
         for name, path in trees.items():
             out = subprocess.run(
