@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import statistics
 import time
+import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ttft.core.errors import TtftError
@@ -20,6 +21,7 @@ from ttft.engines.metrics import CommonMetric
 from ttft.engines.registry import adapter_for
 from ttft.load.gpu_sampler import GpuSource
 from ttft.probe.sampler import Sample, sample
+from ttft.prompts.transform import mark_start
 from ttft.workload.exact_length import text_of_tokens
 from ttft.workload.requests import WorkItem, chat_body
 from ttft.workload.text_source import sentence_text
@@ -48,6 +50,11 @@ class DoctorContext:
     # --hol: the head-of-line step runs with its own prompts when the log has no long/short mix.
     force_hol: bool = False
     handoff: Handoff = field(default_factory=Handoff)  # measurements one step leaves another
+    # This run's mark at the start of every prompt it sends (``marked``). An engine's prefix
+    # cache keeps what an earlier doctor run sent: a second run that sent the same prompts timed
+    # cache hits where it meant to time prefills, and a head-of-line block, a capacity limit or
+    # a dynamic prefix found by the first run was not found by the second.
+    run: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
     def seconds_left(self) -> float:
         return self.deadline - time.monotonic()
@@ -91,7 +98,24 @@ class DoctorContext:
         asked = self.asked_answer_tokens
         return max(1, min(cap, int(statistics.median(asked)))) if asked else 1
 
+    def marked(self, items: Sequence[WorkItem]) -> list[WorkItem]:
+        """``items`` as this run sends them: each prompt starts with the run's mark, the same
+        for every request of the run (so prompts the run means to share still share it)."""
+        mark = f"[{self.run}] "
+        out = []
+        for item in items:
+            body = item.body
+            messages = body.get("messages")
+            prompt = body.get("prompt")
+            if isinstance(messages, list) and messages:
+                body = {**body, "messages": mark_start(messages, mark)}
+            elif isinstance(prompt, str):
+                body = {**body, "prompt": mark + prompt}
+            out.append(replace(item, body=body))
+        return out
+
     def sample(self, items: Sequence[WorkItem], **options: Any) -> Sample:
+        items = self.marked(items)
         extra = {**self.extra_body(), **options.pop("extra_body", {})}
         # No single request may outlive the run's budget (a stuck server must not stall it).
         options.setdefault("timeout_s", max(5.0, min(300.0, self.seconds_left())))

@@ -69,11 +69,11 @@ async def _short_behind_long(ctx: DoctorContext, long_item: WorkItem, short: Wor
     anchor_extra = ctx.extra_body()
 
     async def long_one() -> None:
-        await sample_async(ctx.target, [long_item], extra_body=anchor_extra)
+        await sample_async(ctx.target, ctx.marked([long_item]), extra_body=anchor_extra)
 
     task = asyncio.create_task(long_one())
     await asyncio.sleep(0.15)  # let the long prefill start first
-    result = await sample_async(ctx.target, [short], extra_body=anchor_extra)
+    result = await sample_async(ctx.target, ctx.marked([short]), extra_body=anchor_extra)
     await task
     value = ttft_ms(result.records[0]) if result.records else None
     return value if value is not None else float("nan")

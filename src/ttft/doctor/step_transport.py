@@ -170,7 +170,7 @@ def _direct_gap(ctx: DoctorContext, step: StepResult) -> float | None:
         for i in range(3)
     ]
     direct = ttfts_ms(
-        sample(ctx.direct, items2, headers=headers, extra_body=ctx.extra_body()).records
+        sample(ctx.direct, ctx.marked(items2), headers=headers, extra_body=ctx.extra_body()).records
     )
     if not via or not direct:
         step.notes.append("the direct comparison failed; see the request errors")
