@@ -6,6 +6,7 @@ with --url the article's profile (512 / 2400 / 8000 tokens, concurrency 1 / 8 / 
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,11 @@ from ttft.load.bench_options import PROFILES, BenchOptions
     "only those first requests.",
 )
 @click.option(
-    "--seed", default="ttft", show_default=True, help="Prompt seed (same seed, same prompts)."
+    "--seed",
+    default=None,
+    help="Prompt seed: the same seed sends the same prompts. Default: a new one per run "
+    "(ttft-XXXXXXXX, in the summary's meta.seed), so a run never finds an earlier run's prompts "
+    "in the server's prefix cache (a second run against the same engine would time cache hits).",
 )
 @click.option(
     "--workers",
@@ -167,6 +172,8 @@ def bench(ctx: click.Context, /, target: TargetOptions, **opts: Any) -> None:
     from ttft.cli.bench_run import execute
 
     given = ctx.get_parameter_source("max_tokens") != click.core.ParameterSource.DEFAULT
+    if opts["seed"] is None:  # one per run, chosen here so every worker process shares it
+        opts["seed"] = f"ttft-{uuid.uuid4().hex[:8]}"
     execute(BenchOptions(target=target, **opts, max_tokens_given=given))
 
 

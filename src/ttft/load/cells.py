@@ -318,6 +318,7 @@ def describe_workload(
     """Put what shaped the cells (and where the load stopped holding) into ``summary.meta``;
     returns the notes the user should read (also added to ``meta.notes``)."""
     notes = []
+    summary.meta["seed"] = spec.seed  # `--seed` this value sends the same prompts again
     if spec.duration_s is not None:
         summary.meta["duration_s"] = spec.duration_s
     if spec.repeat > 1:
