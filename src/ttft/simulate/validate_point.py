@@ -8,6 +8,7 @@ here; the lines go to the caller's ``say`` (results) and ``progress`` (what is h
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -45,7 +46,10 @@ def validate_point(
     out: dict[str, Any] = {}
     with _live(cal, config, url, out, say) as (target, probe, names):
         tokenizer = ServerTokenizer(probe)
-        items, arrival = source.real(requests, tokenizer)
+        # Texts of this validation's own (a fresh seed): an engine that is not restarted (a
+        # --url target, the next point, the next run) would otherwise serve the same prompts
+        # from its prefix cache, which the simulation of a cold start does not have.
+        items, arrival = source.real(requests, tokenizer, seed=f"sim-{secrets.token_hex(4)}")
         if names:
             # The gateway hashes each prompt's text onto its ring of upstream URLs: the
             # simulation is given the same keys and names, so both send a request alike.
