@@ -79,13 +79,10 @@ class TuneWorkload:
                 # The spans the log analysis finds over the whole log: the same ones lint and
                 # doctor name, moved the same way in every request.
                 log = analyse_log(log).moved_all()
-            mark = f"[{run}] " if run else ""
-            bodies = [
-                chat_body(mark_start(log[i % len(log)].messages, mark), self.max_tokens)
-                if mark
-                else chat_body(log[i % len(log)].messages, self.max_tokens)
-                for i in range(count)
-            ]
+            conversations = [log[i % len(log)].messages for i in range(count)]
+            if run:
+                conversations = [mark_start(m, f"[{run}] ") for m in conversations]
+            bodies = [chat_body(m, self.max_tokens) for m in conversations]
             return [self._transformed(body) for body in bodies]
         system = sentence_text(f"{self.seed}/system", self.prefix_words)
         shift = zlib.crc32(run.encode()) % 86_400 if run else 0  # the trial's own clock
