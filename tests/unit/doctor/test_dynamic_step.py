@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from os.path import commonprefix
 from typing import Any
 
 from ttft.core.records import RequestRecord
@@ -48,7 +49,7 @@ class _CachingEngine:
         records = []
         for n, item in enumerate(items):
             prompt = json.dumps(item.body["messages"])
-            reused = max((_common(prompt, old) for old in self.seen), default=0) // 4
+            reused = max((len(commonprefix([prompt, old])) for old in self.seen), default=0) // 4
             self.seen.append(prompt)
             computed = len(prompt) // 4 - reused
             sent = 1_000_000_000 * (len(self.seen) + 1)
@@ -62,15 +63,6 @@ class _CachingEngine:
                 )
             )
         return Sample(records=records, duration_ns=10_000_000)
-
-
-def _common(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def test_a_second_run_on_the_same_engine_still_finds_the_dynamic_prefix() -> None:

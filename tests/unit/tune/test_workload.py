@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from os.path import commonprefix
 from pathlib import Path
 from typing import Any
 
@@ -101,10 +102,7 @@ def test_move_dynamic_on_a_log_moves_what_the_log_analysis_finds_wherever_it_sit
 
 
 def _shared_start(a: str, b: str) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
+    return len(commonprefix([a, b]))
 
 
 @pytest.mark.parametrize("shape", ["shared-prefix", "timestamp-first", "unique", "log"])
