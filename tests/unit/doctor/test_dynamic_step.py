@@ -49,7 +49,9 @@ class _CachingEngine:
         records = []
         for n, item in enumerate(items):
             prompt = json.dumps(item.body["messages"])
-            reused = max((len(commonprefix([prompt, old])) for old in self.seen), default=0) // 4
+            # characters, not path parts, are what two prompts share
+            shared = (len(commonprefix([prompt, old])) for old in self.seen)  # noqa: RUF071
+            reused = max(shared, default=0) // 4
             self.seen.append(prompt)
             computed = len(prompt) // 4 - reused
             sent = 1_000_000_000 * (len(self.seen) + 1)

@@ -102,7 +102,7 @@ def test_move_dynamic_on_a_log_moves_what_the_log_analysis_finds_wherever_it_sit
 
 
 def _shared_start(a: str, b: str) -> int:
-    return len(commonprefix([a, b]))
+    return len(commonprefix([a, b]))  # noqa: RUF071 (characters, not path parts)
 
 
 @pytest.mark.parametrize("shape", ["shared-prefix", "timestamp-first", "unique", "log"])
