@@ -132,7 +132,10 @@ def test_server_dies_when_its_parent_is_killed_with_sigkill(tmp_path: Path) -> N
 def test_stop_ends_the_whole_process_group(tmp_path: Path) -> None:
     """A server that forks helpers: stop() leaves none of them behind."""
     script = tmp_path / "forker.sh"
-    script.write_text("#!/bin/sh\nsleep 300 &\necho $! > " + str(tmp_path / "pid") + "\nwait\n")
+    # Written aside and renamed: the file appears whole (an `echo > pid` was read empty once,
+    # between the file's creation and its write).
+    pid = str(tmp_path / "pid")
+    script.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {pid}.tmp\nmv {pid}.tmp {pid}\nwait\n")
     script.chmod(0o755)
     proc = ServerProcess([str(script)], health_url="http://127.0.0.1:1/")
     proc.start()
