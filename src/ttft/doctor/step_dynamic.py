@@ -12,7 +12,6 @@ means (a value in a tool's schema) get their own finding, with the reason.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from ttft.core.errors import TtftError
@@ -26,7 +25,6 @@ from ttft.prompts.chat_template import TemplateRenderer
 from ttft.prompts.log_analysis import LogAnalysis, analyse_bodies, keep_rendered, summary
 from ttft.prompts.sources import template_from_props
 from ttft.prompts.static_prefix import analyse
-from ttft.prompts.transform import mark_start
 from ttft.workload.requests import WorkItem
 
 REPLAY_MAX = 8  # requests per replay (each replayed as is and moved)
@@ -129,17 +127,9 @@ def _size(ctx: DoctorContext, analysis: LogAnalysis, first_s: float) -> int:
 def _replay(ctx: DoctorContext, step: StepResult, analysis: LogAnalysis) -> None:
     indexes = [i for i, spans in enumerate(analysis.spans) if any(s.movable for s in spans)]
     bodies = [i.body for i in ctx.real_items if i.api == "chat"]
-    # Each replay's prompts start with a mark of its own (``mark_start``): a second doctor run
-    # on the same engine, or the other replay, must leave nothing in the cache for them.
-    run = uuid.uuid4().hex[:8]
-
-    def as_is_body(i: int) -> dict[str, Any]:
-        return _body(bodies[i], mark_start(list(bodies[i].get("messages") or []), f"[{run}a] "))
-
-    def moved_body(i: int) -> dict[str, Any]:
-        return _body(bodies[i], mark_start(analysis.moved(i).messages, f"[{run}m] "))
-
-    first = ctx.sample([WorkItem(as_is_body(indexes[0]), "chat", "as-is")])
+    # ``ctx.sample`` starts every prompt with the run's mark, so neither replay finds what an
+    # earlier doctor run sent in the prefix cache (it did, and "as they are" read as cached).
+    first = ctx.sample([WorkItem(_body(bodies[indexes[0]]), "chat", "as-is")])
     first_s = first.duration_ns / 1e9
     chosen = indexes[: _size(ctx, analysis, first_s)]
     need = first_s * (2 * len(chosen) + 1)
@@ -155,9 +145,11 @@ def _replay(ctx: DoctorContext, step: StepResult, analysis: LogAnalysis) -> None
         return
     as_is = (
         first.records
-        + ctx.sample([WorkItem(as_is_body(i), "chat", "as-is") for i in chosen[1:]]).records
+        + ctx.sample([WorkItem(_body(bodies[i]), "chat", "as-is") for i in chosen[1:]]).records
     )
-    moved = ctx.sample([WorkItem(moved_body(i), "chat", "moved") for i in chosen]).records
+    moved = ctx.sample(
+        [WorkItem(_body(bodies[i], analysis.moved(i).messages), "chat", "moved") for i in chosen]
+    ).records
     # The first request of each replay warms its own prefix; the rest are compared.
     before, after = as_is[1:], moved[1:]
     t_before = [v for v in (ttft_ms(r) for r in before) if v is not None]

@@ -8,6 +8,9 @@ from collections.abc import Sequence
 from os.path import commonprefix
 from typing import Any
 
+import pytest
+
+import ttft.doctor.context as context_module
 from ttft.core.records import RequestRecord
 from ttft.core.target import Target
 from ttft.doctor.context import DoctorContext
@@ -40,12 +43,12 @@ def test_an_unmovable_span_is_reported_without_sending_anything() -> None:
 class _CachingEngine:
     """A fake engine with a prefix cache that outlives one doctor run: a prompt reuses the
     longest start it shares with any prompt sent before (4 characters a token), and its TTFT is
-    1 ms per token it computes. Stands in for ``ctx.sample``."""
+    1 ms per token it computes. Stands in for the network call behind ``ctx.sample``."""
 
     def __init__(self) -> None:
         self.seen: list[str] = []
 
-    def sample(self, items: Sequence[WorkItem], **_: Any) -> Sample:
+    def sample(self, _: Target, items: Sequence[WorkItem], **__: Any) -> Sample:
         records = []
         for n, item in enumerate(items):
             prompt = json.dumps(item.body["messages"])
@@ -67,13 +70,14 @@ class _CachingEngine:
         return Sample(records=records, duration_ns=10_000_000)
 
 
-def test_a_second_run_on_the_same_engine_still_finds_the_dynamic_prefix() -> None:
+def test_a_second_run_on_the_same_engine_still_finds_the_dynamic_prefix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The replays must not read the prefix cache an earlier run left: the same log replayed
     again found every request cached 'as it is' and reported nothing."""
     engine = _CachingEngine()
+    monkeypatch.setattr(context_module, "sample", engine.sample)
     bodies = BUILDERS["second-line"](count=5, words=200).bodies
     for _ in range(2):
-        ctx = _ctx(bodies)
-        ctx.sample = engine.sample  # type: ignore[method-assign]
-        step = dynamic_prefix(ctx)
+        step = dynamic_prefix(_ctx(bodies))
         assert [f.rule for f in step.findings] == ["cache/dynamic-prefix"], step.notes
