@@ -9,7 +9,6 @@ warm-up prompts never hand the measured ones a prefix-cache hit beyond the share
 from __future__ import annotations
 
 import datetime as dt
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -68,8 +67,8 @@ class TuneWorkload:
         """``count`` requests for the cell ``tag``. ``run`` is the trial's own mark: a service
         that is not restarted between trials keeps a trial's prompts in its prefix cache, and a
         repeat that sent them again would read as cached what the first computed (the baseline
-        of an A/B chain came out as fast as its fix). With it, the log's prompts start with the
-        mark and the synthetic ones get the trial's own user text and clock."""
+        of an A/B chain came out as fast as its fix). With it, every prompt starts with the mark,
+        after the transforms that read the batch (move-dynamic)."""
         if self.shape == "log":
             assert self.log_path is not None
             log = load_request_log(self.log_path)
@@ -79,14 +78,9 @@ class TuneWorkload:
                 # The spans the log analysis finds over the whole log: the same ones lint and
                 # doctor name, moved the same way in every request.
                 log = analyse_log(log).moved_all()
-            conversations = [log[i % len(log)].messages for i in range(count)]
-            if run:
-                conversations = [mark_start(m, f"[{run}] ") for m in conversations]
-            bodies = [chat_body(m, self.max_tokens) for m in conversations]
-            return [self._transformed(body) for body in bodies]
+            bodies = [chat_body(log[i % len(log)].messages, self.max_tokens) for i in range(count)]
+            return [self._transformed(body, run) for body in bodies]
         system = sentence_text(f"{self.seed}/system", self.prefix_words)
-        shift = zlib.crc32(run.encode()) % 86_400 if run else 0  # the trial's own clock
-        tag = f"{run}/{tag}" if run else tag
         bodies = []
         for i in range(count):
             user = sentence_text(f"{self.seed}/{tag}/user/{i}", self.suffix_words)
@@ -95,7 +89,7 @@ class TuneWorkload:
                 text = sentence_text(f"{self.seed}/{tag}/system/{i}", self.prefix_words)
             if self.shape == "timestamp-first":
                 # A clock that moves per request, as an application's "now" would.
-                stamp = _CLOCK_START + dt.timedelta(seconds=37 * i + 3 * len(tag) + shift)
+                stamp = _CLOCK_START + dt.timedelta(seconds=37 * i + 3 * len(tag))
                 text = f"Current time: {stamp:%Y-%m-%dT%H:%M:%SZ}\n{system}"
             messages = [
                 {"role": "system", "content": text},
@@ -105,10 +99,13 @@ class TuneWorkload:
         if "move-dynamic" in self.transforms:
             moved = analyse_bodies(bodies).moved_all()
             bodies = [{**b, "messages": m.messages} for b, m in zip(bodies, moved, strict=True)]
-        return [self._transformed(body) for body in bodies]
+        return [self._transformed(body, run) for body in bodies]
 
-    def _transformed(self, body: dict[str, Any]) -> WorkItem:
-        """``body`` as the step sends it (move-dynamic is applied before: it reads the batch)."""
+    def _transformed(self, body: dict[str, Any], run: str) -> WorkItem:
+        """``body`` as the step sends it, with the trial's mark (move-dynamic is applied before:
+        it reads the batch)."""
+        if run:
+            body = {**body, "messages": mark_start(body["messages"], f"[{run}] ")}
         if "pre-render" in self.transforms:
             if self.render is None:
                 raise TtftError(
