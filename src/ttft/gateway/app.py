@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from ttft.gateway.admission.shares import ClientShares
+from ttft.gateway.admission.slot_table import SlotTable, drain
 from ttft.gateway.body_cost import body_cost
 from ttft.gateway.config import GatewayConfig
 from ttft.gateway.discover import discover_replica
@@ -56,8 +57,11 @@ class Gateway:
         self.metrics.worker.track(lambda: float(workers), str(config.partition.index))
         share = config.metrics_share
         self.shared = SharedMetrics(self.metrics, share) if share is not None else None
+        # With several workers: the replicas' in-flight counts shared with the other workers.
+        slot_share = config.slot_share
+        self.slot_table = SlotTable.open(slot_share.path) if slot_share is not None else None
         self.models: dict[str, ModelRuntime] = {
-            m.name: build_runtime(config, m, self.metrics) for m in config.models
+            m.name: build_runtime(config, m, self.metrics, self.slot_table) for m in config.models
         }
         self.proxy = Proxy(config, self.models, self.metrics)
         part = config.partition  # with several workers, this process's part of each limit
@@ -138,6 +142,9 @@ class Gateway:
             await asyncio.wait(setups, timeout=wait_prerender_s)
         if self.shared is not None:
             self._tasks.append(loop.create_task(self.shared.run()))
+        if slot_share := self.config.slot_share:
+            # Another worker released a slot of a replica this one has waiters for.
+            loop.add_reader(slot_share.wake_read_fd, self._slots_freed, slot_share.wake_read_fd)
         await self.server.start(
             self.config.host, self.config.port, reuse_port=self.config.workers > 1
         )
@@ -157,12 +164,21 @@ class Gateway:
                 await task
         self._tasks.clear()
         await self.server.stop()
+        if self.config.slot_share is not None:
+            asyncio.get_running_loop().remove_reader(self.config.slot_share.wake_read_fd)
         if self.shared is not None:
             self.shared.write(force=True)  # the supervisor folds it into the retired totals
         self._parser.shutdown(wait=False, cancel_futures=True)
         for runtime in self.models.values():
             for replica in runtime.replicas:
                 replica.pool.close()
+
+    def _slots_freed(self, fd: int) -> None:
+        drain(fd)
+        for runtime in self.models.values():
+            for replica in runtime.replicas:
+                if replica.admission.waiting:
+                    replica.admission.dispatch()
 
     # -- requests --------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from ttft.core.target import Target
 from ttft.engines.adapter import EngineAdapter
 from ttft.engines.registry import adapter_for, engine_kinds
 from ttft.gateway.admission.partition import SOLE, Partition
+from ttft.gateway.admission.slot_table import SlotShare
 from ttft.gateway.config_checks import Where, api_keys, fail, section, table
 from ttft.gateway.config_checks import check_upstream_url as check_upstream_url  # public here
 from ttft.gateway.config_checks import parse_listen as parse_listen
@@ -205,6 +206,9 @@ class GatewayConfig:
     # With several workers, where this one shares its metrics with the others (set per worker
     # by the supervisor; None: /metrics is this process's alone).
     metrics_share: MetricsShare | None = None
+    # With several workers, where the replicas' in-flight counts are shared (set per worker by
+    # the supervisor: admission/slot_table.py; None: this process counts alone).
+    slot_share: SlotShare | None = None
 
     def model(self, name: str) -> ModelConfig | None:
         return next((m for m in self.models if m.name == name), None)

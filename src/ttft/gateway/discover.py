@@ -31,7 +31,9 @@ from ttft.engines import control
 from ttft.engines.local_process import launch_command
 from ttft.gateway.admission.lanes import resolve_long_reserve
 from ttft.gateway.admission.partition import SOLE, Partition
+from ttft.gateway.admission.shared_slots import SharedPins, SharedSlots
 from ttft.gateway.admission.slot_pins import SlotPins
+from ttft.gateway.admission.slot_table import PIN_SLOTS
 from ttft.gateway.config import GatewayConfig, engine_adapter
 from ttft.gateway.engine_facts import (
     EngineCommandLine,
@@ -111,25 +113,17 @@ def total_slots(props: dict[str, Any]) -> int | None:
     return slots
 
 
-def apply_cap(
-    replica: Replica,
-    cap: int,
-    source: str,
-    configured_reserve: int | None,
-    partition: Partition = SOLE,
-) -> int:
-    """Set a replica's in-flight cap to the engine's own (this worker's part of it) and say
-    where it came from; waiting requests may start at once. Returns this worker's part."""
+def apply_cap(replica: Replica, cap: int, source: str, configured_reserve: int | None) -> None:
+    """Set a replica's in-flight cap to the engine's own and say where it came from; waiting
+    requests may start at once. With several workers, each admits against the whole cap,
+    counted across them in the shared slot table (admission/slot_table.py)."""
     admission = replica.admission
-    part = partition.part(cap, replica.index)
-    admission.max_in_flight = part
-    admission.long_reserve = resolve_long_reserve(configured_reserve, part)
+    admission.max_in_flight = cap
+    admission.long_reserve = resolve_long_reserve(configured_reserve, cap)
     replica.cap_from_engine = False
-    of = f"{part} of {cap}" if part != cap else str(cap)
     replica.limit_source = f"the engine: {source}"
-    log.info("upstream %s: at most %s in flight (from %s)", replica.name, of, source)
+    log.info("upstream %s: at most %s in flight (from %s)", replica.name, cap, source)
     admission.dispatch()
-    return part
 
 
 def apply_slots(
@@ -139,15 +133,24 @@ def apply_slots(
     pin: bool = True,
     partition: Partition = SOLE,
 ) -> None:
-    """Set a replica's cap to llama-server's slot count (this worker's part of it). With
-    ``pin`` and a short-lane reserve, requests are also sent to chosen slots (one worker only:
-    two would pin requests to the same slot)."""
-    part = apply_cap(replica, slots, f"total_slots {slots} of GET /props", configured_reserve,
-                     partition)  # fmt: skip
-    pin = pin and partition.count == 1
+    """Set a replica's cap to llama-server's slot count. With ``pin`` and a short-lane
+    reserve, requests are also sent to chosen slots: with several workers, through the shared
+    slot table, so two workers never pin requests to the same slot."""
+    apply_cap(replica, slots, f"total_slots {slots} of GET /props", configured_reserve)
     admission = replica.admission
-    if pin and admission.split_lanes and admission.long_reserve > 0:
-        replica.slot_pins = SlotPins(part, admission.long_reserve)
+    if not (pin and admission.split_lanes and admission.long_reserve > 0):
+        return
+    shared = admission.shared
+    if isinstance(shared, SharedSlots):
+        if slots <= PIN_SLOTS:
+            replica.slot_pins = SharedPins(
+                shared.table, shared.row, shared.replica, slots, admission.long_reserve
+            )
+        else:
+            log.info("upstream %s: %d slots, more than the %d pinned across workers: "
+                     "the engine picks slots", replica.name, slots, PIN_SLOTS)  # fmt: skip
+    elif partition.count == 1:  # workers without the shared table would share slot ids
+        replica.slot_pins = SlotPins(slots, admission.long_reserve)
 
 
 def read_launch(replica: Replica) -> EngineCommandLine | None:
@@ -163,7 +166,7 @@ def cap_from_launch(
     kept and how to set it."""
     found = None if line is None else concurrency_cap(line)
     if found is not None:
-        apply_cap(replica, found[0], found[1], config.admission.long_reserve, config.partition)
+        apply_cap(replica, found[0], found[1], config.admission.long_reserve)
         return
     why = no_cap_reason(line, engine)
     replica.limit_source += f": {why}"

@@ -143,18 +143,6 @@ class Proxy:
             raise overloaded(
                 503, f"{runtime.name}: no healthy upstream", 2.0, "no_healthy_upstream"
             )
-        if all(r.admission.max_in_flight <= 0 for r in runtime.replicas):
-            # More workers than the model has slots: this one holds none (admission/partition).
-            # Closing the connection lets the client's retry land on another worker.
-            self.metrics.shed.inc(runtime.name, "no_capacity_here")
-            response.keep_alive = False
-            raise overloaded(
-                503,
-                f"{runtime.name}: this gateway worker holds none of the model's slots (it "
-                "has fewer slots than the gateway has workers); retry on a new connection",
-                1.0,
-                "no_capacity_here",
-            )
         self.metrics.shed.inc(runtime.name, "queue_full")
         raise overloaded(
             429,

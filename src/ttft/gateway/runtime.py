@@ -21,7 +21,9 @@ from ttft.client import errors
 from ttft.client.errors import RequestFailed
 from ttft.engines import control
 from ttft.gateway.admission.lanes import Admission, default_max_in_flight, resolve_long_reserve
+from ttft.gateway.admission.shared_slots import SharedPins, SharedSlots
 from ttft.gateway.admission.slot_pins import SlotPins
+from ttft.gateway.admission.slot_table import SlotTable
 from ttft.gateway.config import (
     GatewayConfig,
     ModelConfig,
@@ -50,7 +52,7 @@ class Replica:
     # True while the in-flight cap is a default that the engine's own slot count may replace.
     cap_from_engine: bool = False
     # llama-server's slots, once /props named them and pinning is on (admission/slot_pins.py).
-    slot_pins: SlotPins | None = None
+    slot_pins: SlotPins | SharedPins | None = None
     # Where the in-flight cap came from, in words (logged, and shown in /health).
     limit_source: str = ""
     # The engine's launch command, when it listens on loopback here (gateway/engine_facts.py).
@@ -154,11 +156,17 @@ class ModelRuntime:
 
 
 def build_runtime(
-    config: GatewayConfig, model: ModelConfig, metrics: GatewayMetrics
+    config: GatewayConfig,
+    model: ModelConfig,
+    metrics: GatewayMetrics,
+    slots: SlotTable | None = None,
 ) -> ModelRuntime:
+    """A model's replicas with their pools and admission. ``slots``: the in-flight counts
+    shared with the other workers (``config.slot_share``'s table, opened by this process)."""
     limits, admission = config.limits, config.admission
     replicas: list[Replica] = []
     part = config.partition  # with several workers, this process's part of each limit
+    share = config.slot_share if slots is not None else None
     for i, up in enumerate(model.upstreams):
         given = up.max_in_flight or admission.max_in_flight
         whole = given or default_max_in_flight(model.engine)
@@ -168,7 +176,8 @@ def build_runtime(
             source = "configured (max_in_flight / --max-in-flight)"
         else:
             source = f"the gateway's default for {model.engine}"
-        cap = part.part(whole, i)
+        # Alone, or with several workers that count in the shared slot table: the whole cap.
+        cap = whole
         pool = UpstreamPool(
             up.host,
             up.port,
@@ -196,6 +205,11 @@ def build_runtime(
             cap_from_engine=given is None,
             limit_source=source,
         )
+        if share is not None and slots is not None:
+            row = share.replica_index(model.name, up.url)
+            if row is None:
+                raise ValueError(f"{model.name} {up.url}: not in the shared slot table")
+            replica.admission.shared = SharedSlots(slots, share, row, part)
         replicas.append(replica)
         _track(metrics, replica)
     router = Router(

@@ -5,8 +5,10 @@ process runs the whole gateway and listens on the same address with SO_REUSEPORT
 spreads new connections over their listening sockets (by a hash of the connection's addresses;
 a keep-alive connection stays with the worker that accepted it).
 
-Admission stays exact across them without any shared state: each worker admits only its part
-of every limit (``admission/partition.py``), and the parts add up to the configured totals.
+Admission stays exact across them: a replica's in-flight requests are counted in a table that
+every worker maps (``admission/slot_table.py``, one row per worker process, kept here by a
+``SlotHost``), and what belongs to one process (its queue, per-key shares, the body budget) is
+split into parts that add up to the configured totals (``admission/partition.py``).
 
 This process (the supervisor) serves nothing. It
 - holds the port: a socket bound with SO_REUSEPORT that never listens, so the port (also one
@@ -16,9 +18,10 @@ This process (the supervisor) serves nothing. It
   keeps dying young (a crash loop must not spin a core);
 - makes the kernel send each worker SIGTERM if the supervisor dies (even by SIGKILL);
 - on SIGHUP, reads the configuration again and replaces the workers one at a time;
-- keeps the directory through which the workers merge their metrics (``metrics_files.py``):
-  created before the first worker starts, removed at the end; when a worker exits, its last
-  snapshot's counters are folded into the retired totals, so ``/metrics`` never goes back;
+- keeps the directory through which the workers merge their metrics (``metrics_files.py``)
+  and share their slot counts: created before the first worker starts, removed at the end;
+  when a worker exits, its last snapshot's counters are folded into the retired totals, so
+  ``/metrics`` never goes back, and its row of slot counts is cleared;
 - on SIGTERM or SIGINT, forwards SIGTERM to every worker, each of which stops accepting and
   lets its running answers finish for up to ``limits.drain_timeout_s``; a worker still alive
   a few seconds after that is killed.
@@ -48,6 +51,8 @@ from typing import TYPE_CHECKING
 
 from ttft.core.errors import TtftError
 from ttft.gateway.admission.partition import Partition
+from ttft.gateway.admission.slot_host import SlotHost
+from ttft.gateway.admission.slot_table import SlotShare
 from ttft.gateway.config import GatewayConfig
 from ttft.gateway.metrics_files import (
     MetricsShare,
@@ -110,6 +115,7 @@ class _Slot:
     backoff_s: float = 1.0
     restart_at: float = 0.0
     share_name: str | None = None  # the name of its metrics snapshot (unique to this start)
+    slot_share: SlotShare | None = None  # its row in the shared slot table (several workers)
 
 
 class Supervisor:
@@ -135,8 +141,10 @@ class Supervisor:
         self._parent_pid = os.getpid()
         self.reload = reload  # SIGHUP: the configuration to replace the workers with
         self._reload_asked = False
-        # Replaced workers finishing their answers, with their metrics snapshots' names.
-        self._draining: list[tuple[BaseProcess, str | None]] = []
+        # Replaced workers finishing their answers, with their metrics snapshots' names and
+        # their rows in the slot table.
+        self._draining: list[tuple[BaseProcess, str | None, SlotShare | None]] = []
+        self._slot_host: SlotHost | None = None  # with several workers: the shared slots
         self._share_dir: str | None = None  # with several workers: their metrics' directory
         self._starts = 0
 
@@ -152,6 +160,7 @@ class Supervisor:
         self._ready_recv, self._ready_send = self._context.Pipe(duplex=False)
         if config.workers > 1:
             self._share_dir = create_share_dir()
+            self._slot_host = SlotHost(self._share_dir, config.workers)
         previous = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
         }
@@ -171,6 +180,8 @@ class Supervisor:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self._port_socket.close()
+            if self._slot_host is not None:
+                self._slot_host.close()
             if self._share_dir is not None:
                 remove_share_dir(self._share_dir)
         return 0
@@ -189,10 +200,14 @@ class Supervisor:
         share = None
         if self._share_dir is not None:
             share = MetricsShare(self._share_dir, f"w{slot.index}g{self._starts}")
+        slot_share = None
+        if self._slot_host is not None:
+            slot_share = self._slot_host.claim(self.config)
         config = dataclasses.replace(
             self.config,
             partition=Partition(slot.index, self.config.workers),
             metrics_share=share,
+            slot_share=slot_share,
         )
         process = self._context.Process(
             target=self._worker_main,
@@ -203,11 +218,15 @@ class Supervisor:
         process.start()
         slot.process, slot.started_at = process, time.monotonic()
         slot.share_name = share.name if share is not None else None
+        slot.slot_share = slot_share
 
-    def _retire(self, share_name: str | None) -> None:
-        """An exited worker's counters join the retired totals (its gauges end with it)."""
+    def _retire(self, share_name: str | None, slot_share: SlotShare | None) -> None:
+        """An exited worker's counters join the retired totals (its gauges end with it), and
+        whatever it held in the slot table is free again."""
         if self._share_dir is not None and share_name is not None:
             fold_retired(self._share_dir, share_name)
+        if self._slot_host is not None and slot_share is not None:
+            self._slot_host.release(slot_share)
 
     def _worker_main(self, config: GatewayConfig) -> None:
         """In the worker: forget the supervisor's signal handlers and port, then serve."""
@@ -275,11 +294,11 @@ class Supervisor:
                 self._reload_asked = False
                 self._replace_all()
             draining, self._draining = self._draining, []
-            for old, old_name in draining:
+            for old, old_name, old_slots in draining:
                 if old.is_alive():
-                    self._draining.append((old, old_name))
+                    self._draining.append((old, old_name, old_slots))
                 else:
-                    self._retire(old_name)
+                    self._retire(old_name, old_slots)
             now = time.monotonic()
             sentinels: list[Connection | int] = [self._ready_recv]
             for slot in self._slots:
@@ -318,10 +337,19 @@ class Supervisor:
                 "the workers keep the old configuration"
             )
             return
+        host = self._slot_host
+        if host is not None and host.free_rows < len(self._slots):
+            log.error(
+                "SIGHUP: workers replaced earlier are still finishing their answers; the "
+                "workers keep the old configuration (send SIGHUP again within %g s)",
+                old.limits.drain_timeout_s,
+            )
+            return
         self.config = dataclasses.replace(fresh, port=old.port)
         assert self._ready_recv is not None
         for slot in self._slots:
             previous, previous_name = slot.process, slot.share_name
+            previous_slots = slot.slot_share
             self._start(slot)
             new_pid = slot.process.pid if slot.process is not None else None
             deadline = time.monotonic() + 60
@@ -332,9 +360,9 @@ class Supervisor:
                     break
             if previous is not None and previous.is_alive() and previous.pid:
                 os.kill(previous.pid, signal.SIGTERM)
-                self._draining.append((previous, previous_name))
+                self._draining.append((previous, previous_name, previous_slots))
             elif previous is not None:
-                self._retire(previous_name)
+                self._retire(previous_name, previous_slots)
         log.warning(
             "SIGHUP: %d workers replaced with the configuration read again", len(self._slots)
         )
@@ -344,7 +372,8 @@ class Supervisor:
         slot.backoff_s = min(_MAX_BACKOFF_S, slot.backoff_s * 2) if young else 1.0
         slot.restart_at = now + slot.backoff_s
         slot.process = None
-        self._retire(slot.share_name)
+        self._retire(slot.share_name, slot.slot_share)
+        slot.slot_share = None
         log.error(
             "gateway worker %d (pid %s) exited with %s; restarting it in %.0f s",
             slot.index,
@@ -356,7 +385,7 @@ class Supervisor:
     def _stop_all(self) -> None:
         """SIGTERM to every worker (each drains its answers), then wait; kill the late ones."""
         alive = [s.process for s in self._slots if s.process is not None and s.process.is_alive()]
-        alive += [p for p, _ in self._draining if p.is_alive()]
+        alive += [p for p, _, _ in self._draining if p.is_alive()]
         for process in alive:
             if process.pid:
                 os.kill(process.pid, signal.SIGTERM)

@@ -1,14 +1,12 @@
 """``ttft gateway --workers 2``: two processes on one port, with admission that holds across them.
 
-Each worker admits its part of a replica's slots (``admission/partition.py``): with 3 slots and
-2 workers, 2 and 1. The scripted upstream counts how many requests it holds at once; more than 3
-would break the limit, and 3 (more than any one worker's part) shows both workers served.
+The workers share a replica's slots through a mapped table (``admission/slot_table.py``). The
+scripted upstream counts how many requests it holds at once; more than the limit would break it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import signal
 import socket
@@ -22,9 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ttft.gateway.admission.partition import Partition
 from ttft.gateway.config import from_mapping
-from ttft.gateway.serve import GatewayThread
 from ttft.testing.gateway_process import gateway_child
 from ttft.testing.proc_cpu import listener_pids
 from ttft.testing.scripted_server import ScriptedServer, Snapshot
@@ -212,26 +208,61 @@ def test_a_worker_killed_after_it_listens_but_before_it_says_so_is_restarted(
     assert len(seen) == 1 and len(seen[0]) == 2
 
 
-def test_a_worker_without_a_slot_answers_503_and_closes_so_a_retry_lands_elsewhere() -> None:
-    """One slot, two workers: worker 1's part is zero. It does not queue a request for a slot
-    that never comes (503 after queue_timeout_s); it says so at once and closes."""
-    with ScriptedServer(Script(first_token_delay_ms=1, n_tokens=1)).in_thread() as up:
-        raw = {
-            "listen": "127.0.0.1:0",
-            "model": [{"name": "m", "upstreams": [up.base_url], "prerender": False}],
-            "admission": {"max_in_flight": 1},
-            "workers": 2,
-        }
-        config = from_mapping(raw)
-        answers = []
-        for index in (0, 1):
-            worker = dataclasses.replace(config, partition=Partition(index, 2), workers=1)
-            with GatewayThread(worker) as gw:
-                answers.append(httpx.post(gw.url + "/v1/chat/completions", json=BODY, timeout=10))
-    assert answers[0].status_code == 200
-    empty = answers[1]
-    assert empty.status_code == 503 and empty.json()["error"]["code"] == "no_capacity_here"
-    assert empty.headers["connection"] == "close" and empty.headers["retry-after"] == "1"
+def test_one_slot_two_workers_every_worker_serves_and_the_slot_is_never_doubled() -> None:
+    """The workers share the replica's slot (admission/slot_table.py): whichever worker a
+    connection lands on serves it, one request at a time at the engine. (With the slots split
+    instead, the second worker held none and answered 503.)"""
+    script = Script(first_token_delay_ms=100, n_tokens=2)
+    with ScriptedServer(script).in_thread() as up:
+        port = _free_port()
+        with gateway_child(_args(up.base_url, port, "--max-in-flight", "1"), port) as gw:
+            _workers(port, gw.pid, 2)
+            codes = asyncio.run(_many(port, 8))
+            snap = up.snapshot()
+    assert codes == [200] * 8
+    assert _peak_at_upstream(snap) == 1
+
+
+def test_slots_held_by_a_killed_worker_are_freed_for_the_others() -> None:
+    """A worker killed mid-answer (SIGKILL: it cannot give its slot back) leaves its count in
+    the table; the supervisor clears its row, so the replica's only slot serves again at once
+    instead of every later request waiting out its queue timeout."""
+    slow = Script(first_token_delay_ms=10, n_tokens=400, token_interval_ms=50)
+    with ScriptedServer(slow).in_thread() as up:
+        port = _free_port()
+        args = _args(up.base_url, port, "--max-in-flight", "1")
+        with gateway_child([*args, "--queue-timeout", "3"], port) as gw:
+            first = _workers(port, gw.pid, 2)
+
+            async def hold_then_kill() -> None:
+                async with httpx.AsyncClient(timeout=60) as client:
+                    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+                    async with client.stream("POST", url, json=BODY) as answer:
+                        assert answer.status_code == 200
+                        await _at_upstream(up, 1)
+                        for pid in first:  # whichever holds the slot: both
+                            os.kill(pid, signal.SIGKILL)
+                        with pytest.raises(httpx.HTTPError):
+                            async for _ in answer.aiter_bytes():
+                                pass
+
+            asyncio.run(hold_then_kill())
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                now = [p for p in listener_pids(port) if p != gw.pid]
+                if len(now) == 2 and not set(now) & set(first):
+                    break
+                time.sleep(0.1)
+            quick = {"first_token_delay_ms": 1, "n_tokens": 1}
+            started = time.monotonic()
+            answer = httpx.post(
+                f"http://127.0.0.1:{port}/v1/chat/completions",
+                json={**BODY, "ttft_script": quick},
+                timeout=30,
+            )
+            waited_s = time.monotonic() - started
+    assert answer.status_code == 200, answer.text
+    assert waited_s < 3.0  # not the queue timeout: the dead worker's slot was freed
 
 
 def test_with_two_workers_one_keys_slot_share_holds_across_them(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Several workers: each admits its part of every limit, and the parts add up to the limit."""
+"""Several workers: each holds its part of a split limit, and the parts add up to the limit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from ttft.core.errors import TtftError
 from ttft.gateway.admission.lanes import Admission
 from ttft.gateway.admission.partition import Partition
 from ttft.gateway.config import from_mapping
-from ttft.gateway.discover import apply_slots
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.runtime import build_runtime
 
@@ -37,37 +36,22 @@ def test_a_per_client_limit_keeps_none_and_zero_and_is_at_least_one() -> None:
     assert [Partition(i, 2).limit(5) for i in (0, 1)] == [3, 2]
 
 
-def test_a_worker_builds_its_part_of_each_replica_and_its_queue() -> None:
+def test_a_worker_builds_its_part_of_each_replicas_queue_and_of_a_keys_share() -> None:
+    """The slots themselves are shared (test_gateway_shared_slots.py); queues are not."""
     raw = {
         "model": [{"name": "m", "upstreams": ["http://127.0.0.1:1", "http://127.0.0.1:2"]}],
         "admission": {"max_in_flight": 3, "queue_size": 5, "max_slots_per_client": 2},
         "workers": 2,
     }
     config = from_mapping(raw)
-    caps, queues = [], []
+    queues = []
     for index in (0, 1):
         worker = dataclasses.replace(config, partition=Partition(index, 2))
         runtime = build_runtime(worker, worker.models[0], GatewayMetrics())
-        caps.append([r.admission.max_in_flight for r in runtime.replicas])
         queues.append([r.admission.queue_size for r in runtime.replicas])
         assert all(r.admission.client_slots == 1 for r in runtime.replicas)
-    assert caps == [[2, 1], [1, 2]]
-    assert [sum(c) for c in zip(*caps, strict=True)] == [3, 3]
+    assert queues == [[3, 2], [2, 3]]
     assert [sum(q) for q in zip(*queues, strict=True)] == [5, 5]
-
-
-def test_slots_learned_from_the_engine_are_split_too_and_not_pinned() -> None:
-    config = from_mapping(
-        {"model": [{"name": "m", "upstreams": ["http://127.0.0.1:1"]}], "workers": 3}
-    )
-    got = []
-    for index in range(3):
-        runtime = build_runtime(config, config.models[0], GatewayMetrics())
-        replica = runtime.replicas[0]
-        apply_slots(replica, 4, None, pin=True, partition=Partition(index, 3))
-        got.append(replica.admission.max_in_flight)
-        assert replica.slot_pins is None  # two workers would pin requests to the same slot
-    assert got == [2, 1, 1]
 
 
 def test_a_worker_with_no_slot_of_a_replica_has_no_room_there() -> None:

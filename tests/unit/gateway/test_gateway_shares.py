@@ -11,7 +11,7 @@ from ttft.gateway.metrics import GatewayMetrics
 
 def _runtime(*room: tuple[int, int]) -> Any:
     replicas = [
-        SimpleNamespace(admission=SimpleNamespace(max_in_flight=cap, queue_size=queue))
+        SimpleNamespace(admission=SimpleNamespace(max_in_flight=cap, queue_size=queue, shared=None))
         for cap, queue in room
     ]
     return SimpleNamespace(name="m", replicas=replicas)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 SHORT = "short"
 LONG = "long"
@@ -39,6 +39,16 @@ class Ticket(Generic[T]):
     item: T = field(compare=False)
     cancelled: bool = field(default=False, compare=False)
     client: str = field(default="", compare=False)
+
+
+class SlotCounter(Protocol):
+    """A replica's slots counted across processes (``shared_slots.SharedSlots``)."""
+
+    def busy(self) -> tuple[int, int]: ...
+    def take(self, long: bool, cap: int, long_cap: int) -> bool: ...
+    def give(self, long: bool) -> None: ...
+    def publish_waiting(self, waiting: bool) -> None: ...
+    def part_of(self, total: int) -> int: ...
 
 
 class LaneRules(Generic[T]):
@@ -68,6 +78,10 @@ class LaneRules(Generic[T]):
         self._lanes: dict[str, list[Ticket[T]]] = {SHORT: [], LONG: []}
         self._seq = itertools.count()
         self._short_streak = 0
+        # With several workers: the replica's slots as all of them hold them. ``in_flight``
+        # stays this process's own; decisions use every worker's (``busy``).
+        self.shared: SlotCounter | None = None
+        self._published_waiting = False
 
     @property
     def long_cap(self) -> int:
@@ -81,48 +95,72 @@ class LaneRules(Generic[T]):
         """The most slots one client may hold (0: no limit); read each time, since
         ``max_in_flight`` changes when an engine reports its slots."""
         setting = self.client_slots_setting
-        return max(1, self.max_in_flight // 2) if setting is None else setting
+        if setting is not None:
+            return setting
+        shared = self.shared  # a client's connections land on one worker: its part
+        room = self.max_in_flight if shared is None else shared.part_of(self.max_in_flight)
+        return max(1, room // 2)
 
     def lane_of(self, lane: str) -> str:
         """The lane a request of ``lane`` really waits in: one lane (short) without the split."""
         return lane if self.split_lanes else SHORT
 
+    def _busy(self) -> tuple[int, int]:
+        shared = self.shared
+        return (self.in_flight, self.long_in_flight) if shared is None else shared.busy()
+
     def _can_start(self, lane: str) -> bool:
-        if self.in_flight >= self.max_in_flight:
+        busy, long_busy = self._busy()
+        if busy >= self.max_in_flight:
             return False
-        return lane == SHORT or self.long_in_flight < self.long_cap
+        return lane == SHORT or long_busy < self.long_cap
 
     def _client_may_start(self, client: str) -> bool:
         cap = self.client_slots
         return not client or not cap or self._by_client.get(client, 0) < cap
 
-    def _start(self, lane: str, client: str = "") -> None:
+    def _start(self, lane: str, client: str = "") -> bool:
+        """Count a request as started; False when another worker took the room first."""
+        shared = self.shared
+        if shared is not None and not shared.take(lane == LONG, self.max_in_flight, self.long_cap):
+            return False
         self.in_flight += 1
         if lane == LONG:
             self.long_in_flight += 1
         if client and self.client_slots_setting != 0:
             self._by_client[client] = self._by_client.get(client, 0) + 1
+        return True
 
     @property
     def waiting(self) -> int:
         return self.queued[SHORT] + self.queued[LONG]
 
     @property
+    def busy(self) -> int:
+        """Requests at the engine, from every worker when they share the slots."""
+        return self.in_flight if self.shared is None else self.shared.busy()[0]
+
+    @property
     def load(self) -> int:
         """What routing balances: requests at the engine plus requests waiting for it."""
-        return self.in_flight + self.waiting
+        return self.busy + self.waiting
 
     @property
     def has_free_slot(self) -> bool:
-        return self.in_flight < self.max_in_flight and self.waiting == 0
+        return self.busy < self.max_in_flight and self.waiting == 0
+
+    @property
+    def room(self) -> bool:
+        """A slot is free now (another worker may still take it first)."""
+        return self.busy < self.max_in_flight
 
     @property
     def has_room(self) -> bool:
-        # No slot at all (this worker's part of a replica with fewer slots than workers):
-        # no room either, or a request would only wait for its queue timeout.
+        # No slot at all (max_in_flight = 0): no room either, or a request would only wait
+        # for its queue timeout.
         if self.max_in_flight <= 0:
             return False
-        return self.in_flight < self.max_in_flight or self.waiting < self.queue_size
+        return self.busy < self.max_in_flight or self.waiting < self.queue_size
 
     def try_start(self, lane: str, client: str = "") -> bool:
         """Start at once when the request would not wait (True). Every waiting ticket is one
@@ -130,10 +168,12 @@ class LaneRules(Generic[T]):
         empty may start at once: a short one then does not wait behind long ones held back by
         their cap. The caller gives the same ``lane`` to ``release``."""
         lane = self.lane_of(lane)
-        if self.queued[lane] == 0 and self._can_start(lane) and self._client_may_start(client):
-            self._start(lane, client)
-            return True
-        return False
+        return (
+            self.queued[lane] == 0
+            and self._can_start(lane)
+            and self._client_may_start(client)
+            and self._start(lane, client)
+        )
 
     def enqueue(self, lane: str, priority: int, client: str, item: T) -> Ticket[T]:
         """A request that could not start joins its lane; ``Shed("queue_full")`` when the lanes
@@ -144,6 +184,7 @@ class LaneRules(Generic[T]):
         ticket = Ticket(priority, next(self._seq), self.lane_of(lane), item, client=client)
         heapq.heappush(self._lanes[ticket.lane], ticket)
         self.queued[ticket.lane] += 1
+        self._publish()
         return ticket
 
     def withdraw(self, ticket: Ticket[T]) -> None:
@@ -156,6 +197,7 @@ class LaneRules(Generic[T]):
             if len(lane) > 2 * self.queue_size + 16:
                 self._lanes[ticket.lane] = [t for t in lane if not t.cancelled]
                 heapq.heapify(self._lanes[ticket.lane])
+            self._publish()
 
     def free(self, lane: str, client: str = "") -> list[Ticket[T]]:
         """A request of ``lane`` left the engine: its slot goes to waiting ones that may start;
@@ -164,6 +206,8 @@ class LaneRules(Generic[T]):
         self.in_flight -= 1
         if lane == LONG:
             self.long_in_flight -= 1
+        if self.shared is not None:
+            self.shared.give(lane == LONG)
         if client and self.client_slots_setting != 0:
             left = self._by_client.get(client, 1) - 1
             if left > 0:
@@ -175,13 +219,28 @@ class LaneRules(Generic[T]):
     def grant(self) -> list[Ticket[T]]:
         """Start every waiting ticket that may start (also after ``max_in_flight`` grew)."""
         started: list[Ticket[T]] = []
-        while self.in_flight < self.max_in_flight and self.waiting:
+        while self.waiting and self.room:
+            streak = self._short_streak
             ticket = self._next()
             if ticket is None:
                 break
-            self._start(ticket.lane, ticket.client)
+            if not self._start(ticket.lane, ticket.client):
+                # Another worker took the slot between the look and the take: back in place.
+                heapq.heappush(self._lanes[ticket.lane], ticket)
+                self.queued[ticket.lane] += 1
+                self._short_streak = streak
+                break
             started.append(ticket)
+        if self.shared is not None:
+            self._publish()
         return started
+
+    def _publish(self) -> None:
+        """Tell the other workers whether requests wait here (they wake this one on release)."""
+        shared, waiting = self.shared, self.waiting > 0
+        if shared is not None and waiting != self._published_waiting:
+            shared.publish_waiting(waiting)
+            self._published_waiting = waiting
 
     def _next(self) -> Ticket[T] | None:
         """The short lane first, but a long one that may start gets its turn after

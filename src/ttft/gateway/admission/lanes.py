@@ -66,8 +66,10 @@ class Admission(LaneRules[asyncio.Future[None]]):
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         ticket = self.enqueue(lane, priority, client, future)
         start = time.perf_counter_ns()
-        if self.in_flight < self.max_in_flight:
-            self.dispatch()  # tickets ahead of it may be held back by their client's share
+        if self.room:
+            # Tickets ahead of it may be held back by their client's share; with several
+            # workers, a slot may have freed in another one since ``try_start``.
+            self.dispatch()
         try:
             async with asyncio.timeout(timeout_s):
                 await future

@@ -1,23 +1,20 @@
-"""Capacity partitioned between worker processes: each one admits only its own part.
+"""Limits split between worker processes: each one holds only its own part.
 
 With ``--workers N`` every worker runs the whole gateway on the same port (SO_REUSEPORT: the
-kernel spreads new connections over them), and each one's admission counts only its own
-requests. So that the limits of the configuration still hold *exactly* across them, every
-countable limit is split: worker ``i`` of ``N`` gets ``total // N``, plus one of the
-``total % N`` left over. The parts add up to the total, so N workers together never hold more
-than one would alone, without any state shared between processes (no lock, no table, no
-message on the request path). The left-over units rotate with an ``offset`` (the replica's
-index), so with two replicas of 3 slots and 2 workers each worker gets 3 slots in all.
+kernel spreads new connections over them). A replica's slots are shared between them through
+a table in shared memory (``slot_table.py``): any worker may start a request while the replica
+has a free slot. What belongs to a process, or to a connection, is split instead: worker ``i``
+of ``N`` gets ``total // N``, plus one of the ``total % N`` left over, so the parts add up to
+the total without any message between processes. The left-over units rotate with an
+``offset`` (the replica's index), so with two replicas and an odd total each worker gets its
+fair share overall.
 
-What is split: each replica's in-flight slots (configured, or learned from the engine) and its
-queue; the per-key shares (``max_slots_per_client``, ``max_requests_per_client``) when set;
-the body budget (memory of the whole host). What is not: connection caps and timeouts (each
-process guards its own descriptors), and derived defaults, which follow the split values.
+What is split: each replica's queue (``queue_size``: requests waiting in a worker's own
+lanes); the per-key shares (``max_slots_per_client``, ``max_requests_per_client``) when set,
+and the derived per-key defaults (a client's connection lands on one worker, so its share
+there is that worker's part); the body budget (memory of the whole host). What is not:
+connection caps and timeouts (each process guards its own descriptors).
 
-The price is utilisation, not correctness: a request waits for its worker's part even when
-another worker's part has a free slot, and a worker whose part of a model is zero (more
-workers than the model's slots) answers 503 ``no_capacity_here`` with ``Connection: close``,
-so the client's retry opens a new connection, which the kernel may give to another worker.
 A per-key limit smaller than N is raised to 1 per worker (so up to N in all): a key must be
 servable on every worker it can land on.
 """

@@ -38,7 +38,12 @@ class ClientShares:
         if not self.keyed:
             return 0
         # Read per request: the in-flight caps change when an engine reports its slots.
-        room = sum(r.admission.max_in_flight + r.admission.queue_size for r in runtime.replicas)
+        room = 0
+        for replica in runtime.replicas:
+            admission, shared = replica.admission, replica.admission.shared
+            cap = admission.max_in_flight
+            # Several workers share the slots, but a client's connection lands on one: its part.
+            room += (cap if shared is None else shared.part_of(cap)) + admission.queue_size
         return max(1, room // 2)
 
     def take(self, client: str, runtime: ModelRuntime) -> tuple[str, str]:

@@ -1,0 +1,147 @@
+"""One replica's slots as every worker sees them: counts and pins kept in the ``SlotTable``.
+
+``LaneRules`` (``lane_rules.py``) asks a ``SharedSlots`` before it starts a request: the
+request starts only if, under the table's lock, the replica's requests in flight from *all*
+workers are below its cap (and long ones below the long lanes' cap). Each worker's lanes still
+order its own waiting requests; across workers the order is not first come, first served: a
+released slot goes to the releasing worker's own waiters first, and the other workers with
+waiters are woken and take what is left.
+
+``SharedPins`` is ``SlotPins`` with its free set and last keys in the table, so two workers
+never send requests to the same llama-server slot.
+"""
+
+from __future__ import annotations
+
+from ttft.gateway.admission.lane_rules import LONG
+from ttft.gateway.admission.partition import Partition
+from ttft.gateway.admission.slot_table import (
+    IN_FLIGHT,
+    LONG_IN_FLIGHT,
+    PIN_SLOTS,
+    WAITING,
+    SlotShare,
+    SlotTable,
+    wake,
+)
+
+_KEY_MASK = (1 << 63) - 1  # prefix keys are stored as int64
+
+
+class SharedSlots:
+    """The in-flight counts of replica ``replica`` across workers, for ``LaneRules.shared``."""
+
+    def __init__(
+        self, table: SlotTable, share: SlotShare, replica: int, partition: Partition
+    ) -> None:
+        self.table = table
+        self.replica = replica
+        self.row = share.row
+        self.wake_fds = share.wake_fds
+        self.partition = partition
+        self._in_flight = table.at(replica, share.row, IN_FLIGHT)
+        self._long = table.at(replica, share.row, LONG_IN_FLIGHT)
+        self._waiting = table.at(replica, share.row, WAITING)
+
+    def busy(self) -> tuple[int, int]:
+        """Requests in flight from every worker, and how many of them are long (a hint)."""
+        return self.table.totals(self.replica)
+
+    def take(self, long: bool, cap: int, long_cap: int) -> bool:
+        """Count one more request of this worker if the replica has room for it."""
+        table, counts = self.table, self.table.counts
+        table.lock()
+        try:
+            total, long_total = table.totals(self.replica)
+            if total >= cap or (long and long_total >= long_cap):
+                return False
+            counts[self._in_flight] += 1
+            if long:
+                counts[self._long] += 1
+            return True
+        finally:
+            table.unlock()
+
+    def give(self, long: bool) -> None:
+        """One request of this worker left; workers with waiters are woken."""
+        table, counts = self.table, self.table.counts
+        table.lock()
+        try:
+            counts[self._in_flight] = max(0, counts[self._in_flight] - 1)
+            if long:
+                counts[self._long] = max(0, counts[self._long] - 1)
+            rows = table.waiting_rows(self.replica, self.row)
+        finally:
+            table.unlock()
+        if rows:
+            wake(self.wake_fds, rows)
+
+    def publish_waiting(self, waiting: bool) -> None:
+        """Whether this worker has requests waiting for the replica. Written under the lock, so
+        a release in another worker either sees it (and wakes this one) or happened before,
+        and this worker's next grant sees the room."""
+        with self.table.locked():
+            self.table.counts[self._waiting] = 1 if waiting else 0
+
+    def part_of(self, total: int) -> int:
+        """This worker's part of a per-client limit derived from the slot count (shares stay
+        partitioned: a client's connections land on one worker)."""
+        return self.partition.part(total, self.replica)
+
+
+class SharedPins:
+    """``SlotPins`` over the table: slot ids free in every worker, and the keys they served."""
+
+    def __init__(
+        self, table: SlotTable, row: int, replica: int, slots: int, reserve: int = 1
+    ) -> None:
+        if not 0 < slots <= PIN_SLOTS:
+            raise ValueError(f"{slots} slots: between 1 and {PIN_SLOTS} can be pinned")
+        self.table = table
+        self.slots = slots
+        self.reserve = reserve
+        self.owner = row + 1
+        self._base = replica * PIN_SLOTS
+
+    @property
+    def free(self) -> int:
+        owners, base = self.table.owners, self._base
+        return sum(1 for s in range(self.slots) if owners[base + s] == 0)
+
+    def take(self, lane: str, key: int | None = None) -> int | None:
+        """As ``SlotPins.take``: short requests the lowest free slot, long ones the highest
+        free slot outside the reserve, preferring one that last served ``key``."""
+        table, base = self.table, self._base
+        owners, keys, keyed = table.owners, table.keys, table.keyed
+        stored = None if key is None else key & _KEY_MASK
+        table.lock()
+        try:
+            free = [s for s in range(self.slots) if owners[base + s] == 0]
+            if not free:
+                return None
+            if lane == LONG:
+                region = [s for s in free if s >= self.reserve] or free
+                same = [
+                    s for s in region
+                    if stored is not None and keyed[base + s] and keys[base + s] == stored
+                ]  # fmt: skip
+                slot = max(same or region)
+            else:
+                slot = free[0]
+            owners[base + slot] = self.owner
+            keyed[base + slot] = 0 if stored is None else 1
+            keys[base + slot] = stored or 0
+            return slot
+        finally:
+            table.unlock()
+
+    def give_back(self, slot: int | None) -> None:
+        if slot is None or not 0 <= slot < self.slots:
+            return
+        table = self.table
+        table.lock()
+        try:
+            if table.owners[self._base + slot] == self.owner:
+                table.owners[self._base + slot] = 0
+        finally:
+            table.unlock()

@@ -1,0 +1,89 @@
+"""The supervisor's side of the shared slot table: files, rows of live workers, wake pipes.
+
+Every worker process gets a row of its own for as long as it lives (``claim``); when it has
+exited, ``release`` clears the row (counts and pinned slots it held, which only a dead
+process leaves behind) and wakes the workers that wait, since room may have appeared. Rows
+outnumber workers four to one: a SIGHUP starts a new worker beside each old one that drains.
+
+A configuration whose replicas differ from the running one's (a reload that adds, removes or
+reorders upstreams) gets a new table file: old workers finish their answers counted in the old
+one, new workers count in the new one (as before this table existed, the limits may then be
+exceeded by the draining answers, for up to ``drain_timeout_s``). The same replicas keep the
+same table, so a reload that rotates keys keeps every count exact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from ttft.gateway.admission.slot_table import (
+    Layout,
+    SlotShare,
+    SlotTable,
+    drain,
+    layout_of,
+    wake,
+)
+from ttft.gateway.config import GatewayConfig
+
+ROWS_PER_WORKER = 4
+
+
+def config_layout(config: GatewayConfig) -> Layout:
+    return layout_of([(m.name, [u.url for u in m.upstreams]) for m in config.models])
+
+
+class SlotHost:
+    """Owns the tables under ``directory`` (the supervisor's private one) and the pipes."""
+
+    def __init__(self, directory: str, workers: int) -> None:
+        self.directory = directory
+        self.rows = ROWS_PER_WORKER * max(1, workers)
+        self._pipes = [os.pipe() for _ in range(self.rows)]
+        for read_end, write_end in self._pipes:
+            os.set_blocking(read_end, False)
+            os.set_blocking(write_end, False)
+        self._write_fds = tuple(w for _, w in self._pipes)
+        self._free = list(range(self.rows))
+        self._tables: dict[Layout, SlotTable] = {}
+        self._generation = 0
+
+    @property
+    def free_rows(self) -> int:
+        return len(self._free)
+
+    def claim(self, config: GatewayConfig) -> SlotShare:
+        """A row for a worker about to start with ``config``. Raises ``LookupError`` when every
+        row is held (workers still draining from earlier reloads)."""
+        if not self._free:
+            raise LookupError("every slot-table row is held by a running or draining worker")
+        layout = config_layout(config)
+        table = self._tables.get(layout)
+        if table is None:
+            self._generation += 1
+            path = os.path.join(self.directory, f"slots-{self._generation}.bin")
+            table = SlotTable.create(path, self.rows, len(layout))
+            self._tables[layout] = table
+        row = self._free.pop(0)
+        return SlotShare(table.path, row, layout, self._write_fds, self._pipes[row][0])
+
+    def release(self, share: SlotShare) -> None:
+        """The worker that held ``share`` has exited: its row is cleared and free again."""
+        table = self._tables.get(share.layout)
+        if table is not None and table.path == share.path:
+            wake(self._write_fds, table.clear_row(share.row))
+        drain(self._pipes[share.row][0])  # no stale wake-up for the row's next worker
+        if share.row not in self._free:
+            self._free.append(share.row)
+            self._free.sort()
+
+    def close(self) -> None:
+        for table in self._tables.values():
+            with contextlib.suppress(BufferError, ValueError):
+                table.close()
+        self._tables.clear()
+        for read_end, write_end in self._pipes:
+            os.close(read_end)
+            os.close(write_end)
+        self._pipes.clear()
