@@ -1,0 +1,139 @@
+"""How long a crowd of clients takes through ``ttft gateway --workers N``, against one worker.
+
+Every client opens its own connection (the kernel spreads those over the workers) and sends
+one streamed request to a scripted upstream with a fixed number of slots and a fixed answer
+time. With the slots used fully, K clients take ceil(K / slots) answer times; a gateway whose
+workers split the slots (each admitting only its part) leaves slots idle while another
+worker's part has a queue, and the crowd takes longer. Anchor: one worker, same run.
+
+    python benchmarks/gateway_workers_sharing.py --slots 3 --clients 16 --reps 3
+    python benchmarks/gateway_workers_sharing.py --base-src /path/to/other/checkout/src
+
+``--base-src`` adds the same runs of a gateway from another source tree (before and after in
+one run). Prints the median time to serve the whole crowd, the slowest client's wait, the
+upstream's peak of requests held at once (more than ``--slots`` would break the limit), and
+every run's raw numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from ttft.testing.gateway_process import gateway_child
+from ttft.testing.scripted_server import ScriptedServer, Snapshot
+from ttft.testing.sse_script import Script
+
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _peak(snap: Snapshot) -> int:
+    edges: list[tuple[int, int]] = []
+    for log in snap.logs:
+        end = log.events[-1][1] if log.events else log.received_ns
+        edges += [(log.received_ns, 1), (end, -1)]
+    peak = now = 0
+    for _, step in sorted(edges):
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+async def _crowd(port: int, clients: int) -> tuple[float, float, list[int]]:
+    """Wall seconds until every client has its whole answer, the slowest one's, statuses."""
+
+    async def one() -> tuple[float, int]:
+        start = time.perf_counter()
+        async with httpx.AsyncClient(timeout=120) as client:
+            answer = await client.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=BODY)
+            return time.perf_counter() - start, answer.status_code
+
+    start = time.perf_counter()
+    done = await asyncio.gather(*(one() for _ in range(clients)))
+    return time.perf_counter() - start, max(t for t, _ in done), [c for _, c in done]
+
+
+def _run(
+    src: str | None, workers: int, args: argparse.Namespace, up: ScriptedServer
+) -> dict[str, float]:
+    port = _free_port()
+    cli = [
+        "--upstream", up.base_url, "--engine", "openai", "--model", "m", "--no-prerender",
+        "--listen", f"127.0.0.1:{port}", "--workers", str(workers),
+        "--max-in-flight", str(args.slots), "--queue-timeout", "120",
+    ]  # fmt: skip
+    env = {}
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
+    before = len(up.snapshot().logs)
+    with gateway_child(cli, port, env=env):
+        time.sleep(0.5)  # every worker listening and done with its start-up checks
+        total, slowest, codes = asyncio.run(_crowd(port, args.clients))
+    snap = up.snapshot()
+    snap.logs = snap.logs[before:]
+    bad = [c for c in codes if c != 200]
+    return {"total": total, "slowest": slowest, "peak": _peak(snap), "refused": len(bad)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--slots", type=int, default=3, help="the upstream's slots (default 3)")
+    parser.add_argument("--clients", type=int, default=16, help="clients at once (default 16)")
+    parser.add_argument("--answer-ms", type=float, default=400, help="each answer's time")
+    parser.add_argument("--workers", default="1,2", help="worker counts to run (default 1,2)")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions, interleaved")
+    parser.add_argument("--base-src", help="also run a gateway from this source tree")
+    args = parser.parse_args()
+    if args.base_src is not None and not Path(args.base_src, "ttft").is_dir():
+        parser.error(f"--base-src {args.base_src}: no ttft package there")
+    counts = [int(w) for w in args.workers.split(",")]
+    cases = [(None, w) for w in counts]
+    if args.base_src:
+        cases += [(args.base_src, w) for w in counts if w > 1]
+    results: dict[tuple[str | None, int], list[dict[str, float]]] = {c: [] for c in cases}
+    script = Script(first_token_delay_ms=args.answer_ms, n_tokens=2, token_interval_ms=1)
+    with ScriptedServer(script).in_thread() as up:
+        for rep in range(args.reps):
+            for case in cases:
+                results[case].append(_run(case[0], case[1], args, up))
+                print(f"rep {rep + 1} {_name(case)}: {results[case][-1]}", file=sys.stderr)
+    ideal = -(-args.clients // args.slots) * args.answer_ms / 1000
+    print(f"{args.clients} clients, {args.slots} slots, {args.answer_ms:g} ms answers "
+          f"(ideal {ideal:.2f} s); medians of {args.reps}:")  # fmt: skip
+    anchor = statistics.median(r["total"] for r in results[(None, counts[0])])
+    print(
+        f"{'gateway':<24} {'crowd s':>8} {'slowest s':>10} {'peak':>5} {'refused':>8} {'ratio':>6}"
+    )
+    for case in cases:
+        runs = results[case]
+        total = statistics.median(r["total"] for r in runs)
+        slowest = statistics.median(r["slowest"] for r in runs)
+        print(
+            f"{_name(case):<24} {total:>8.2f} {slowest:>10.2f}"
+            f" {max(r['peak'] for r in runs):>5.0f} {sum(r['refused'] for r in runs):>8.0f}"
+            f" {total / anchor:>6.2f}"
+        )
+    print(f"ratio: crowd time over {_name((None, counts[0]))}'s, same run")
+    return 0
+
+
+def _name(case: tuple[str | None, int]) -> str:
+    return f"{'base' if case[0] else 'this'}, {case[1]} worker{'s' if case[1] > 1 else ''}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
