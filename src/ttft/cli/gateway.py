@@ -108,8 +108,9 @@ from ttft.gateway import config as gwconfig
     "--workers",
     default=None,
     metavar="N|auto",
-    help="Processes serving the port (Linux, SO_REUSEPORT), each admitting its part of every "
-    "limit, so the limits hold across them; auto: one per core this process may use [1].",
+    help="Processes serving the port (Linux, SO_REUSEPORT). They share each upstream's slots "
+    "(a table in shared memory), so the limits hold across them; auto: one per core this "
+    "process may use [auto].",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log every upstream state change.")
 def gateway(
@@ -141,10 +142,12 @@ def gateway(
     \b
       ttft gateway --upstream http://127.0.0.1:8080 --upstream http://127.0.0.1:8081
       ttft gateway --config gateway.toml
-      ttft gateway --config gateway.toml --workers auto
+      ttft gateway --config gateway.toml --workers 1
 
-    SIGTERM stops accepting and lets running answers finish (limits.drain_timeout_s). With
-    --workers, SIGHUP reads the configuration again and replaces the workers one at a time.
+    By default one worker process per core serves the port; they share every upstream's
+    slots. SIGTERM stops accepting and lets running answers finish (limits.drain_timeout_s).
+    With several workers, SIGHUP reads the configuration again and replaces the workers one
+    at a time.
     """
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,

@@ -11,7 +11,7 @@ from pathlib import Path
 from ttft.core.errors import TtftError
 from ttft.gateway import config as gwconfig
 from ttft.gateway.config import GatewayConfig, ModelConfig, UpstreamConfig
-from ttft.gateway.workers import available_cores, check_supported
+from ttft.gateway.workers import check_supported
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class GatewayCliOptions:
     no_lanes: bool
     queue_timeout: float | None
     long_reserve: int | None = None
-    workers: str | None = None  # a number, or "auto" (one per core); None: the file's (1)
+    workers: str | None = None  # a number, or "auto" (one per core); None: the file's (auto)
 
     def config(self) -> GatewayConfig:
         """The configuration to run; a contradiction or a bad value is a TtftError with the fix."""
@@ -93,7 +93,7 @@ class GatewayCliOptions:
 def _workers(text: str) -> int:
     """``--workers``: a whole number from 1, or ``auto`` (the cores this process may use)."""
     if text.strip().lower() == "auto":
-        return available_cores()
+        return gwconfig.auto_workers()
     if not text.strip().isdigit() or not 1 <= int(text) <= gwconfig.MAX_WORKERS:
         raise TtftError(
             f"--workers: expected a number from 1 to {gwconfig.MAX_WORKERS} or auto, got {text!r}",

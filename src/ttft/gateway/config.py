@@ -20,6 +20,9 @@ from here; the gateway never proxies to a URL a client names.
 from __future__ import annotations
 
 import dataclasses
+import os
+import socket
+import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -199,8 +202,11 @@ class GatewayConfig:
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     routing: RoutingConfig = field(default_factory=RoutingConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
-    # Processes accepting on the port (SO_REUSEPORT), each admitting its part of every limit
+    # Processes accepting on the port (SO_REUSEPORT), sharing the replicas' slots
+    # (admission/slot_table.py) and holding their part of the other limits
     # (admission/partition.py); ``partition`` is which part this process is (set per worker).
+    # A file or the command line defaults to one per core (``auto_workers``); built in Python,
+    # a configuration is one process unless it says otherwise.
     workers: int = 1
     partition: Partition = SOLE
     # With several workers, where this one shares its metrics with the others (set per worker
@@ -215,6 +221,21 @@ class GatewayConfig:
 
 
 MAX_WORKERS = 256
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. a container's cpuset)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def auto_workers() -> int:
+    """``workers = "auto"``, the default: one per core this process may use, on Linux (where
+    SO_REUSEPORT spreads connections over processes); one elsewhere."""
+    if not (sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")):
+        return 1
+    return min(MAX_WORKERS, available_cores())
 
 # The keys a file may have at its top level (tables included).
 TOP_KEYS = (
@@ -305,12 +326,14 @@ def from_mapping(
     routing = RoutingConfig(**section(table(raw, "routing", top), RoutingConfig))
     limits = LimitsConfig(**section(table(raw, "limits", top), LimitsConfig))
     _check_ranges(admission, routing, top)
-    workers = raw.get("workers", 1)
+    workers = raw.get("workers", "auto")
+    if isinstance(workers, str) and workers.strip().lower() == "auto":
+        workers = auto_workers()
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise fail(
             top.at("workers"),
-            f"expected a whole number from 1 to {MAX_WORKERS}, got {workers!r}",
-            "one per core the gateway may use is the most that helps",
+            f'expected "auto" or a whole number from 1 to {MAX_WORKERS}, got {workers!r}',
+            'workers = "auto" (the default) runs one per core the gateway may use',
         )
     public = raw.get("public_metrics", False)
     if not isinstance(public, bool):

@@ -72,13 +72,6 @@ _MAX_BACKOFF_S = 30.0
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity, e.g. a container's cpuset)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
-
-
 def check_supported(workers: int) -> None:
     """Refuse several workers where the kernel would not spread connections over them."""
     linux = sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")

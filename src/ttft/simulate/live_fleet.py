@@ -75,6 +75,9 @@ def gateway_toml(
         )
     return (
         f'listen = "127.0.0.1:{{port}}"\n'
+        # One process: the simulator models one gateway's lanes, where every waiting request
+        # is ordered against every other (several workers each order their own).
+        "workers = 1\n"
         "[admission]\n"
         f"max_in_flight = {max_in_flight}\npin_slots = false\n{admission}"
         f"[routing]\naffinity = {affinity}\n"

@@ -168,7 +168,9 @@ def test_sighup_replacing_both_workers_keeps_their_counts(tmp_path: Path) -> Non
             scrapes = [_scrape(port)["served"] for _ in range(6)]
             files: list[str] = []
             while time.monotonic() < deadline:  # the old snapshots folded and removed
-                files = sorted(f.name for f in share.iterdir() if not f.name.startswith("."))
+                files = sorted(
+                    f.name for f in share.iterdir() if f.name.endswith(".json")
+                )  # the slot table (slots-1.bin) lives there too
                 if len(files) == 3:
                     break
                 time.sleep(0.1)

@@ -9,7 +9,7 @@ import pytest
 from ttft.core.errors import TtftError
 from ttft.gateway.admission.lanes import Admission
 from ttft.gateway.admission.partition import Partition
-from ttft.gateway.config import from_mapping
+from ttft.gateway.config import auto_workers, from_mapping
 from ttft.gateway.metrics import GatewayMetrics
 from ttft.gateway.runtime import build_runtime
 
@@ -61,7 +61,9 @@ def test_a_worker_with_no_slot_of_a_replica_has_no_room_there() -> None:
 
 def test_workers_is_checked_in_the_file() -> None:
     base = {"model": [{"name": "m", "upstreams": ["http://127.0.0.1:1"]}]}
-    assert from_mapping(base).workers == 1
+    assert from_mapping(base).workers == auto_workers()  # one per core, by default
+    assert from_mapping({**base, "workers": "auto"}).workers == auto_workers()
+    assert from_mapping({**base, "workers": 3}).workers == 3
     with pytest.raises(TtftError, match="workers"):
         from_mapping({**base, "workers": 0})
     with pytest.raises(ValueError, match="worker 2 of 2"):
