@@ -168,12 +168,10 @@ class LaneRules(Generic[T]):
         empty may start at once: a short one then does not wait behind long ones held back by
         their cap. The caller gives the same ``lane`` to ``release``."""
         lane = self.lane_of(lane)
-        return (
-            self.queued[lane] == 0
-            and self._can_start(lane)
-            and self._client_may_start(client)
-            and self._start(lane, client)
-        )
+        if self.queued[lane] or not self._client_may_start(client):
+            return False
+        # Shared slots: ``_start`` decides under the table's lock, one look at the table.
+        return (self.shared is not None or self._can_start(lane)) and self._start(lane, client)
 
     def enqueue(self, lane: str, priority: int, client: str, item: T) -> Ticket[T]:
         """A request that could not start joins its lane; ``Shed("queue_full")`` when the lanes
