@@ -232,7 +232,7 @@ def main() -> None:
         default="direct,gateway,nginx",
         help="direct, gateway (uvloop when installed), gw-asyncio (the gateway on asyncio's "
         "own loop), gw-wN (the gateway with --workers N, e.g. gw-w2), gw-base (the gateway run "
-        "from --base-src), nginx",
+        "from --base-src), gw-base-wN (that one with --workers N), nginx",
     )
     parser.add_argument(
         "--base-src",
@@ -279,6 +279,12 @@ def main() -> None:
             if path.startswith("gw-w") and path[4:].isdigit():
                 urls[path] = stack.enter_context(
                     gateway_process(upstream.base_url, workers=int(path[4:]))
+                )
+            if path.startswith("gw-base-w") and path[9:].isdigit():
+                if args.base_src is None:
+                    parser.error(f"the {path} path needs --base-src")
+                urls[path] = stack.enter_context(
+                    gateway_process(upstream.base_url, workers=int(path[9:]), src=args.base_src)
                 )
         if "nginx" in paths:
             urls["nginx"] = stack.enter_context(run_nginx(NGINX, upstream.base_url))

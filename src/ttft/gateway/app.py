@@ -380,7 +380,7 @@ class Gateway:
                     {
                         "url": r.name,
                         "healthy": r.healthy,
-                        "in_flight": r.admission.in_flight,
+                        "in_flight": r.admission.busy,  # every worker's (shared slots)
                         "queued": r.admission.waiting,
                         "max_in_flight": r.admission.max_in_flight,
                         "limit_source": r.limit_source,

@@ -223,6 +223,38 @@ def test_one_slot_two_workers_every_worker_serves_and_the_slot_is_never_doubled(
     assert _peak_at_upstream(snap) == 1
 
 
+def test_clients_on_both_workers_get_fair_turns_at_one_slot() -> None:
+    """Six keep-alive clients in a closed loop on one slot: the kernel spreads their
+    connections over the two workers, and the slot goes to the request that waited longest
+    whichever worker holds it. (Before, a worker gave every slot it released to its own
+    waiters: its clients got 39 answers each in 12 s, the other worker's one, then a 503.)"""
+    script = Script(first_token_delay_ms=100, n_tokens=2)
+    with ScriptedServer(script).in_thread() as up:
+        port = _free_port()
+        args = _args(up.base_url, port, "--max-in-flight", "1", "--queue-timeout", "5")
+        with gateway_child(args, port) as gw:
+            _workers(port, gw.pid, 2)
+
+            async def closed_loop(stop: float) -> list[int]:
+                codes = []
+                async with httpx.AsyncClient(timeout=30) as client:
+                    while time.monotonic() < stop:
+                        answer = await client.post(
+                            f"http://127.0.0.1:{port}/v1/chat/completions", json=BODY
+                        )
+                        codes.append(answer.status_code)
+                return codes
+
+            async def six() -> list[list[int]]:
+                stop = time.monotonic() + 6.0
+                return list(await asyncio.gather(*(closed_loop(stop) for _ in range(6))))
+
+            per_client = asyncio.run(six())
+    assert all(code == 200 for codes in per_client for code in codes), per_client
+    answered = sorted(len(codes) for codes in per_client)
+    assert answered[0] >= answered[-1] // 2, answered  # ~10 each; unfair: 1 against 20
+
+
 def test_slots_held_by_a_killed_worker_are_freed_for_the_others() -> None:
     """A worker killed mid-answer (SIGKILL: it cannot give its slot back) leaves its count in
     the table; the supervisor clears its row, so the replica's only slot serves again at once

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -39,16 +40,20 @@ class Ticket(Generic[T]):
     item: T = field(compare=False)
     cancelled: bool = field(default=False, compare=False)
     client: str = field(default="", compare=False)
+    since: int = field(default=0, compare=False)  # arrival, monotonic ns (shared slots only)
 
 
 class SlotCounter(Protocol):
     """A replica's slots counted across processes (``shared_slots.SharedSlots``)."""
 
     def busy(self) -> tuple[int, int]: ...
-    def take(self, long: bool, cap: int, long_cap: int) -> bool: ...
+    def take(self, long: bool, cap: int, long_cap: int, since: int = 0) -> int: ...
     def give(self, long: bool) -> None: ...
-    def publish_waiting(self, waiting: bool) -> None: ...
+    def publish_waiting(self, short_since: int, long_since: int) -> None: ...
     def part_of(self, total: int) -> int: ...
+
+
+_TAKEN, _YIELDED = 1, -1  # SlotCounter.take's answers (0: no room)
 
 
 class LaneRules(Generic[T]):
@@ -81,7 +86,9 @@ class LaneRules(Generic[T]):
         # With several workers: the replica's slots as all of them hold them. ``in_flight``
         # stays this process's own; decisions use every worker's (``busy``).
         self.shared: SlotCounter | None = None
-        self._published_waiting = False
+        self._published: tuple[int, int] = (0, 0)
+        # The last grant left a free slot to an older request in another worker.
+        self.yielded = False
 
     @property
     def long_cap(self) -> int:
@@ -119,11 +126,15 @@ class LaneRules(Generic[T]):
         cap = self.client_slots
         return not client or not cap or self._by_client.get(client, 0) < cap
 
-    def _start(self, lane: str, client: str = "") -> bool:
-        """Count a request as started; False when another worker took the room first."""
+    def _start(self, lane: str, client: str = "", since: int = 0) -> bool:
+        """Count a request as started; False when another worker took the room first, or
+        when an older request waits in another worker (``since``: this one's arrival)."""
         shared = self.shared
-        if shared is not None and not shared.take(lane == LONG, self.max_in_flight, self.long_cap):
-            return False
+        if shared is not None:
+            took = shared.take(lane == LONG, self.max_in_flight, self.long_cap, since)
+            if took != _TAKEN:
+                self.yielded = self.yielded or took == _YIELDED
+                return False
         self.in_flight += 1
         if lane == LONG:
             self.long_in_flight += 1
@@ -170,8 +181,9 @@ class LaneRules(Generic[T]):
         lane = self.lane_of(lane)
         if self.queued[lane] or not self._client_may_start(client):
             return False
-        # Shared slots: ``_start`` decides under the table's lock, one look at the table.
-        return (self.shared is not None or self._can_start(lane)) and self._start(lane, client)
+        if self.shared is not None:  # decided under the table's lock, one look at the table
+            return self._start(lane, client, time.monotonic_ns())
+        return self._can_start(lane) and self._start(lane, client)
 
     def enqueue(self, lane: str, priority: int, client: str, item: T) -> Ticket[T]:
         """A request that could not start joins its lane; ``Shed("queue_full")`` when the lanes
@@ -180,6 +192,8 @@ class LaneRules(Generic[T]):
         if self.waiting >= self.queue_size:
             raise Shed("queue_full", f"the queue is full ({self.queue_size} waiting)")
         ticket = Ticket(priority, next(self._seq), self.lane_of(lane), item, client=client)
+        if self.shared is not None:
+            ticket.since = time.monotonic_ns()
         heapq.heappush(self._lanes[ticket.lane], ticket)
         self.queued[ticket.lane] += 1
         self._publish()
@@ -214,15 +228,18 @@ class LaneRules(Generic[T]):
                 self._by_client.pop(client, None)
         return self.grant()
 
-    def grant(self) -> list[Ticket[T]]:
-        """Start every waiting ticket that may start (also after ``max_in_flight`` grew)."""
+    def grant(self, fair: bool = True) -> list[Ticket[T]]:
+        """Start every waiting ticket that may start (also after ``max_in_flight`` grew).
+        With shared slots and ``fair``, stop at a ticket younger than one waiting in another
+        worker (``yielded``); ``fair=False`` takes the room regardless."""
         started: list[Ticket[T]] = []
+        self.yielded = False
         while self.waiting and self.room:
             streak = self._short_streak
             ticket = self._next()
             if ticket is None:
                 break
-            if not self._start(ticket.lane, ticket.client):
+            if not self._start(ticket.lane, ticket.client, ticket.since if fair else 0):
                 # Another worker took the slot between the look and the take: back in place.
                 heapq.heappush(self._lanes[ticket.lane], ticket)
                 self.queued[ticket.lane] += 1
@@ -234,11 +251,24 @@ class LaneRules(Generic[T]):
         return started
 
     def _publish(self) -> None:
-        """Tell the other workers whether requests wait here (they wake this one on release)."""
-        shared, waiting = self.shared, self.waiting > 0
-        if shared is not None and waiting != self._published_waiting:
-            shared.publish_waiting(waiting)
-            self._published_waiting = waiting
+        """Tell the other workers when the first request in each lane arrived (they wake this
+        one on release, and yield a slot to an older request)."""
+        shared = self.shared
+        if shared is None:
+            return
+        heads = (self._head_since(SHORT), self._head_since(LONG))
+        if heads != self._published:
+            shared.publish_waiting(*heads)
+            self._published = heads
+
+    def _head_since(self, lane: str) -> int:
+        """The arrival of the ticket this lane serves next (0: none waits)."""
+        if not self.queued[lane]:
+            return 0
+        heap = self._lanes[lane]
+        while heap and self._gone(heap[0]):
+            heapq.heappop(heap)  # withdrawn (or about to be): never served
+        return heap[0].since if heap else 0
 
     def _next(self) -> Ticket[T] | None:
         """The short lane first, but a long one that may start gets its turn after

@@ -48,10 +48,17 @@ __all__ = [
 ]
 
 
+# How long a worker leaves a free slot to an older request waiting in another worker before
+# its own requests take it (shared_slots.py): about one event-loop turn of a busy worker.
+YIELD_S = 0.002
+
+
 class Admission(LaneRules[asyncio.Future[None]]):
     """Slots and lanes of one replica. All methods run on the event loop's thread.
 
     The decisions are ``LaneRules``'s (shared with the simulator); this class waits on them."""
+
+    _yield_timer: asyncio.TimerHandle | None = None
 
     async def acquire(
         self, lane: str, priority: int = 0, timeout_s: float = 30.0, client: str = ""
@@ -98,10 +105,27 @@ class Admission(LaneRules[asyncio.Future[None]]):
         """A request of ``lane`` left the engine: free slots go to waiting ones that may start."""
         for ticket in self.free(lane, client):
             ticket.item.set_result(None)
+        if self.yielded:
+            self._retry_after_yield()
 
     def dispatch(self) -> None:
         """Start every waiting request that may start (also after ``max_in_flight`` grew)."""
         for ticket in self.grant():
+            ticket.item.set_result(None)
+        if self.yielded:
+            self._retry_after_yield()
+
+    def _retry_after_yield(self) -> None:
+        """A free slot was left to an older request in another worker: if that one has not
+        taken it within ``YIELD_S`` (its client was at its share, its worker busy), the
+        requests here take it after all."""
+        if self._yield_timer is None:
+            loop = asyncio.get_running_loop()
+            self._yield_timer = loop.call_later(YIELD_S, self._after_yield)
+
+    def _after_yield(self) -> None:
+        self._yield_timer = None
+        for ticket in self.grant(fair=False):
             ticket.item.set_result(None)
 
 

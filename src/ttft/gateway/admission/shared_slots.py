@@ -2,10 +2,16 @@
 
 ``LaneRules`` (``lane_rules.py``) asks a ``SharedSlots`` before it starts a request: the
 request starts only if, under the table's lock, the replica's requests in flight from *all*
-workers are below its cap (and long ones below the long lanes' cap). Each worker's lanes still
-order its own waiting requests; across workers the order is not first come, first served: a
-released slot goes to the releasing worker's own waiters first, and the other workers with
-waiters are woken and take what is left.
+workers are below its cap (and long ones below the long lanes' cap).
+
+Each worker's lanes order its own waiting requests; across workers, a slot goes to the request
+that has waited longest. Each worker publishes when the first request in each of its lanes
+arrived, and a worker about to start a request yields when an older one waits elsewhere and
+could start (that worker is woken: a release wakes every worker with waiters). Without this, a
+worker whose own clients kept its queue full took every slot it released, and the other
+worker's clients waited out their queue timeout. A yield lasts at most ``YIELD_S``
+(``lanes.py``): an older request that cannot use the slot after all (its client is at its
+share) must not leave it idle.
 
 ``SharedPins`` is ``SlotPins`` with its free set and last keys in the table, so two workers
 never send requests to the same llama-server slot.
@@ -18,14 +24,17 @@ from ttft.gateway.admission.partition import Partition
 from ttft.gateway.admission.slot_table import (
     IN_FLIGHT,
     LONG_IN_FLIGHT,
+    OLDEST_SHORT,
     PIN_SLOTS,
-    WAITING,
     SlotShare,
     SlotTable,
     wake,
 )
 
 _KEY_MASK = (1 << 63) - 1  # prefix keys are stored as int64
+
+
+TAKEN, FULL, YIELDED = 1, 0, -1  # what ``SharedSlots.take`` did
 
 
 class SharedSlots:
@@ -41,24 +50,31 @@ class SharedSlots:
         self.partition = partition
         self._in_flight = table.at(replica, share.row, IN_FLIGHT)
         self._long = table.at(replica, share.row, LONG_IN_FLIGHT)
-        self._waiting = table.at(replica, share.row, WAITING)
+        self._oldest = table.at(replica, share.row, OLDEST_SHORT)
 
     def busy(self) -> tuple[int, int]:
         """Requests in flight from every worker, and how many of them are long (a hint)."""
         return self.table.totals(self.replica)
 
-    def take(self, long: bool, cap: int, long_cap: int) -> bool:
-        """Count one more request of this worker if the replica has room for it."""
+    def take(self, long: bool, cap: int, long_cap: int, since: int = 0) -> int:
+        """Count one more request of this worker if the replica has room for it: ``TAKEN``,
+        else ``FULL``; ``YIELDED`` when a request that arrived before ``since`` (a
+        ``time.monotonic_ns``; 0: do not look) waits in another worker and could use the room:
+        that worker was woken, and the slot is its for now."""
         table, counts = self.table, self.table.counts
         table.lock()
         try:
             total, long_total = table.totals(self.replica)
             if total >= cap or (long and long_total >= long_cap):
-                return False
+                return FULL
+            if since and table.waited_longer_elsewhere(
+                self.replica, self.row, since, long_total < long_cap
+            ):
+                return YIELDED
             counts[self._in_flight] += 1
             if long:
                 counts[self._long] += 1
-            return True
+            return TAKEN
         finally:
             table.unlock()
 
@@ -76,12 +92,13 @@ class SharedSlots:
         if rows:
             wake(self.wake_fds, rows)
 
-    def publish_waiting(self, waiting: bool) -> None:
-        """Whether this worker has requests waiting for the replica. Written under the lock, so
-        a release in another worker either sees it (and wakes this one) or happened before,
-        and this worker's next grant sees the room."""
+    def publish_waiting(self, short_since: int, long_since: int) -> None:
+        """When the first request waiting in each of this worker's lanes arrived (0: none).
+        Written under the lock, so a release in another worker either sees it (and wakes this
+        one) or happened before, and this worker's next grant sees the room."""
         with self.table.locked():
-            self.table.counts[self._waiting] = 1 if waiting else 0
+            self.table.counts[self._oldest] = short_since
+            self.table.counts[self._oldest + 1] = long_since
 
     def part_of(self, total: int) -> int:
         """This worker's part of a per-client limit derived from the slot count (shares stay

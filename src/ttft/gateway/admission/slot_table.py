@@ -5,8 +5,10 @@ one resource: a request may start in any worker while the replica has a free slo
 the other requests started. The counts live in a small file mapped into every worker
 (``mmap``), one row per worker process:
 
-- per replica and process row: requests in flight, long requests in flight, and whether the
-  process has requests waiting for this replica (so a release elsewhere wakes it);
+- per replica and process row: requests in flight, long requests in flight, and when the
+  oldest request waiting in each of the process's lanes arrived (``time.monotonic_ns``, the
+  same clock in every process; 0: none waits), so a release elsewhere wakes the process, and
+  the slot goes to the request that has waited longest, whichever worker holds it;
 - per replica: which process holds each of llama-server's slots (``slot_pins.py``'s choice,
   shared: two workers must never pin to the same slot) and the prefix key it last served.
 
@@ -32,8 +34,8 @@ from dataclasses import dataclass
 MAGIC = b"TTFTSLT1"
 PIN_SLOTS = 64  # llama-server slots pinned across workers per replica; beyond, pins are off
 _HEADER = 16  # magic, then rows and replicas as two int32
-_FIELDS = 3  # per replica and row: in flight, long in flight, waiting
-IN_FLIGHT, LONG_IN_FLIGHT, WAITING = range(_FIELDS)
+_FIELDS = 4  # per replica and row: in flight, long in flight, oldest short / long waiting
+IN_FLIGHT, LONG_IN_FLIGHT, OLDEST_SHORT, OLDEST_LONG = range(_FIELDS)
 Layout = tuple[tuple[str, str], ...]  # (model, upstream URL) of every replica, in config order
 
 
@@ -81,8 +83,8 @@ class SlotTable:
         at = _HEADER
         self.keys = view[at : at + 8 * pins].cast("q")  # last prefix key per slot
         at += 8 * pins
-        self.counts = view[at : at + 4 * replicas * rows * _FIELDS].cast("i")
-        at += 4 * replicas * rows * _FIELDS
+        self.counts = view[at : at + 8 * replicas * rows * _FIELDS].cast("q")
+        at += 8 * replicas * rows * _FIELDS
         self.owners = view[at : at + 4 * pins].cast("i")  # 0: free, else row + 1
         at += 4 * pins
         self.keyed = view[at : at + 4 * pins].cast("i")  # 1: keys[i] holds a key
@@ -144,11 +146,26 @@ class SlotTable:
         return total, long_
 
     def waiting_rows(self, replica: int, but: int) -> list[int]:
+        """The rows other than ``but`` with requests waiting for ``replica``."""
         counts, rows = self.counts, []
         for row in range(self.rows):
-            if row != but and counts[self.at(replica, row, WAITING)]:
+            at = self.at(replica, row, OLDEST_SHORT)
+            if row != but and (counts[at] or counts[at + 1]):
                 rows.append(row)
         return rows
+
+    def waited_longer_elsewhere(self, replica: int, row: int, since: int, long_ok: bool) -> bool:
+        """A request waiting in another row arrived before ``since`` and could start now: any
+        short one, and a long one while ``long_ok`` (the long lanes are under their cap)."""
+        counts = self.counts
+        for other in range(self.rows):
+            if other == row:
+                continue
+            at = self.at(replica, other, OLDEST_SHORT)
+            short, long_ = counts[at], counts[at + 1]
+            if (short and short < since) or (long_ok and long_ and long_ < since):
+                return True
+        return False
 
     def clear_row(self, row: int) -> list[int]:
         """A process that held ``row`` is gone: its counts and slots are free again. Returns
@@ -167,7 +184,7 @@ class SlotTable:
 
 def table_size(rows: int, replicas: int) -> int:
     pins = replicas * PIN_SLOTS
-    return _HEADER + 8 * pins + 4 * replicas * rows * _FIELDS + 8 * pins
+    return _HEADER + 8 * pins + 8 * replicas * rows * _FIELDS + 8 * pins
 
 
 def wake(fds: tuple[int, ...], rows: list[int]) -> None:
