@@ -64,13 +64,14 @@ class SharedSlots:
         table, counts = self.table, self.table.counts
         table.lock()
         try:
-            total, long_total = table.totals(self.replica)
+            total, long_total, short_first, long_first = table.survey(self.replica, self.row)
             if total >= cap or (long and long_total >= long_cap):
                 return FULL
-            if since and table.waited_longer_elsewhere(
-                self.replica, self.row, since, long_total < long_cap
+            if since and (
+                (short_first and short_first < since)
+                or (long_first and long_first < since and long_total < long_cap)
             ):
-                return YIELDED
+                return YIELDED  # an older request elsewhere could start: its turn
             counts[self._in_flight] += 1
             if long:
                 counts[self._long] += 1

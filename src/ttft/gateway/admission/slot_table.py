@@ -154,18 +154,24 @@ class SlotTable:
                 rows.append(row)
         return rows
 
-    def waited_longer_elsewhere(self, replica: int, row: int, since: int, long_ok: bool) -> bool:
-        """A request waiting in another row arrived before ``since`` and could start now: any
-        short one, and a long one while ``long_ok`` (the long lanes are under their cap)."""
-        counts = self.counts
-        for other in range(self.rows):
-            if other == row:
-                continue
-            at = self.at(replica, other, OLDEST_SHORT)
-            short, long_ = counts[at], counts[at + 1]
-            if (short and short < since) or (long_ok and long_ and long_ < since):
-                return True
-        return False
+    def survey(self, replica: int, row: int) -> tuple[int, int, int, int]:
+        """One pass over ``replica``'s rows: requests in flight, long ones, and the earliest
+        arrival of a short and of a long request waiting in a row other than ``row`` (0:
+        none). Read under the lock when a decision depends on it."""
+        counts, rows = self.counts, self.rows
+        total = long_ = short_first = long_first = 0
+        at = replica * rows * _FIELDS
+        for other in range(rows):
+            total += counts[at]
+            long_ += counts[at + 1]
+            if other != row:
+                short, waiting_long = counts[at + 2], counts[at + 3]
+                if short and (not short_first or short < short_first):
+                    short_first = short
+                if waiting_long and (not long_first or waiting_long < long_first):
+                    long_first = waiting_long
+            at += _FIELDS
+        return total, long_, short_first, long_first
 
     def clear_row(self, row: int) -> list[int]:
         """A process that held ``row`` is gone: its counts and slots are free again. Returns
