@@ -228,6 +228,8 @@ class Supervisor:
         _term_with_parent(self._parent_pid)
         if self._port_socket is not None:
             self._port_socket.close()
+        if self._slot_host is not None and config.slot_share is not None:
+            self._slot_host.keep_only(config.slot_share)
         from ttft.gateway.serve import run
 
         sender = self._ready_send

@@ -78,6 +78,15 @@ class SlotHost:
             self._free.append(share.row)
             self._free.sort()
 
+    def keep_only(self, share: SlotShare) -> None:
+        """In a worker just forked: close the other rows' read ends (it wakes the others
+        through their write ends, and is woken through its own read end only), so a worker
+        holds 4N + 1 pipe ends, not 8N."""
+        for row, (read_end, _) in enumerate(self._pipes):
+            if row != share.row:
+                os.close(read_end)
+        self._pipes.clear()
+
     def close(self) -> None:
         for table in self._tables.values():
             with contextlib.suppress(BufferError, ValueError):
