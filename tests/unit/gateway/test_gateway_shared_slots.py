@@ -222,36 +222,49 @@ def test_a_freed_slot_goes_to_the_request_that_waited_longest_in_any_worker(
     assert [t.item for t in a.grant()] == ["a-second"]
 
 
-def test_a_yield_ends_when_the_older_request_cannot_use_the_slot(host: SlotHost) -> None:
-    """An older request held back by its client's share must not leave the slot idle: after
+def test_a_yield_ends_when_the_other_worker_does_not_take_the_slot(host: SlotHost) -> None:
+    """A worker busy elsewhere (its loop stalled) must not leave the slot idle: after
     ``YIELD_S`` the yielding worker takes it regardless (``grant(fair=False)``)."""
+    config = _config()
+    (a_share, a_table), (b_share, b_table) = _worker(host, config, 0), _worker(host, config, 1)
+    a, b = _rules(a_share, a_table, 1, 0), _rules(b_share, b_table, 1, 1)
+    assert a.try_start(SHORT)
+    b.enqueue(SHORT, 0, "", "b-first")  # b never looks (no grant called)
+    a.enqueue(SHORT, 0, "", "a-next")
+    assert a.free(SHORT) == [] and a.yielded
+    assert [t.item for t in a.grant(fair=False)] == ["a-next"]
+
+
+def test_a_client_queued_beyond_its_share_does_not_make_other_workers_yield(
+    host: SlotHost,
+) -> None:
+    """Its tickets cannot start, so they are not published as the oldest waiting: otherwise
+    one key queueing more than its share in one worker taxed every start elsewhere."""
     config = _config()
     (a_share, a_table), (b_share, b_table) = _worker(host, config, 0), _worker(host, config, 1)
     a, b = _rules(a_share, a_table, 2, 0), _rules(b_share, b_table, 2, 1)
     b.client_slots_setting = 1
-    assert b.try_start(SHORT, "greedy") and a.try_start(SHORT)
+    assert b.try_start(SHORT, "greedy")
     b.enqueue(SHORT, 0, "greedy", "held-back")  # at its share: cannot start
-    a.enqueue(SHORT, 0, "", "a-next")
-    assert a.free(SHORT) == [] and a.yielded
-    assert b.grant() == []  # b's older request cannot use the slot
-    assert [t.item for t in a.grant(fair=False)] == ["a-next"]
+    assert a.try_start(SHORT) and not a.yielded
+    b.free(SHORT, "greedy")  # greedy's share frees: its ticket starts at once
+    assert b.in_flight == 1 and b.waiting == 0
 
 
 def test_a_worker_that_yields_retries_by_itself_after_the_yield(host: SlotHost) -> None:
     config = _config()
     (a_share, a_table), (b_share, b_table) = _worker(host, config, 0), _worker(host, config, 1)
-    a, b = _admission(a_share, a_table, 2, 0), _admission(b_share, b_table, 2, 1)
-    b.client_slots_setting = 1
+    a, b = _admission(a_share, a_table, 1, 0), _admission(b_share, b_table, 1, 1)
 
     async def scenario() -> None:
-        assert b.try_start(SHORT, "greedy") and a.try_start(SHORT)  # both slots held
+        assert a.try_start(SHORT)
         loop = asyncio.get_running_loop()
-        b.enqueue(SHORT, 0, "greedy", loop.create_future())  # older, held back by its share
+        b.enqueue(SHORT, 0, "", loop.create_future())  # older; b's worker never looks
         waiter = asyncio.ensure_future(a.acquire(SHORT, timeout_s=5))
         await asyncio.sleep(0)
-        a.release(SHORT)  # the slot is left to b's older request, which cannot take it
+        a.release(SHORT)  # the slot is left to b's older request...
         assert a.yielded and not waiter.done()
-        await asyncio.wait_for(waiter, 1.0)  # a takes it itself, YIELD_S later
+        await asyncio.wait_for(waiter, 1.0)  # ...and taken here YIELD_S later
 
     asyncio.run(scenario())
-    assert (a.in_flight, b.in_flight) == (1, 1)
+    assert (a.in_flight, b.in_flight) == (1, 0)

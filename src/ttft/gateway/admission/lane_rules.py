@@ -262,13 +262,20 @@ class LaneRules(Generic[T]):
             self._published = heads
 
     def _head_since(self, lane: str) -> int:
-        """The arrival of the ticket this lane serves next (0: none waits)."""
+        """The arrival of the ticket this lane serves next (0: none waits). A client at its
+        share cannot start: its tickets are passed over, or a client that queues more than its
+        share here would make every other worker yield its free slots to them."""
         if not self.queued[lane]:
             return 0
         heap = self._lanes[lane]
         while heap and self._gone(heap[0]):
             heapq.heappop(heap)  # withdrawn (or about to be): never served
-        return heap[0].since if heap else 0
+        if not heap:
+            return 0
+        if self._client_may_start(heap[0].client):
+            return heap[0].since
+        ready = [t for t in heap if not self._gone(t) and self._client_may_start(t.client)]
+        return min(ready).since if ready else 0
 
     def _next(self) -> Ticket[T] | None:
         """The short lane first, but a long one that may start gets its turn after

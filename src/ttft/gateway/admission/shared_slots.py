@@ -10,8 +10,8 @@ arrived, and a worker about to start a request yields when an older one waits el
 could start (that worker is woken: a release wakes every worker with waiters). Without this, a
 worker whose own clients kept its queue full took every slot it released, and the other
 worker's clients waited out their queue timeout. A yield lasts at most ``YIELD_S``
-(``lanes.py``): an older request that cannot use the slot after all (its client is at its
-share) must not leave it idle.
+(``lanes.py``): a worker slow to take its turn must not leave the slot idle. (A request whose
+client is at its share is not published: it could not start.)
 
 ``SharedPins`` is ``SlotPins`` with its free set and last keys in the table, so two workers
 never send requests to the same llama-server slot.
