@@ -80,11 +80,12 @@ http {
 
 @contextmanager
 def gateway_process(
-    upstream: str, loop: str = "auto", workers: int = 1, src: str | None = None
+    upstream: str, loop: str = "auto", workers: int | None = 1, src: str | None = None
 ) -> Iterator[str]:
     """``ttft gateway`` in a child process, as a user would run it (``loop``: "asyncio" keeps
-    it off uvloop, which it uses when installed; ``workers``: its ``--workers``; ``src``: the
-    ``ttft`` source tree to run it from, for a before/after in the same run)."""
+    it off uvloop, which it uses when installed; ``workers``: its ``--workers``, None for the
+    default; ``src``: the ``ttft`` source tree to run it from, for a before/after in the same
+    run)."""
     port = free_loopback_port()
     args = [
         "--upstream",
@@ -98,8 +99,7 @@ def gateway_process(
         "4096",
         "--queue-size",
         "4096",
-        "--workers",
-        str(workers),
+        *(["--workers", str(workers)] if workers is not None else []),
     ]
     env = {"TTFT_GATEWAY_LOOP": loop}
     if src is not None:
@@ -231,7 +231,8 @@ def main() -> None:
         "--paths",
         default="direct,gateway,nginx",
         help="direct, gateway (uvloop when installed), gw-asyncio (the gateway on asyncio's "
-        "own loop), gw-wN (the gateway with --workers N, e.g. gw-w2), gw-base (the gateway run "
+        "own loop), gw-default (--workers left at its default: one per core), gw-wN (the gateway "
+        "with --workers N, e.g. gw-w2), gw-base (the gateway run "
         "from --base-src), gw-base-wN (that one with --workers N), nginx",
     )
     parser.add_argument(
@@ -267,6 +268,10 @@ def main() -> None:
         urls = {"direct": upstream.base_url}
         if "gateway" in paths:
             urls["gateway"] = stack.enter_context(gateway_process(upstream.base_url))
+        if "gw-default" in paths:  # --workers left at its default (auto: one per core)
+            urls["gw-default"] = stack.enter_context(
+                gateway_process(upstream.base_url, workers=None)
+            )
         if "gw-asyncio" in paths:
             urls["gw-asyncio"] = stack.enter_context(gateway_process(upstream.base_url, "asyncio"))
         if "gw-base" in paths:
@@ -321,31 +326,27 @@ def main() -> None:
         "CPU/req = the proxy's CPU time per request sent (every thread of its processes)\n"
     )
     added = report(samples, cases, paths)
+    gateways = [p for p in paths if p == "gateway" or p.startswith("gw-")]
+    nan = float("nan")
     print()
     for (client, path, streams), (a50, a99) in sorted(added.items()):
-        if path != "gateway":
+        if path not in gateways:
             continue
-        n50, n99 = added.get((client, "nginx", streams), (float("nan"), float("nan")))
-        nan = float("nan")
-        cpu = {
-            p: _stats(samples[(client, p, streams)])["cpu_us"]
-            for p in ("gateway", "gw-base", "nginx")
-            if (client, p, streams) in samples
-        }
-        ratios = ", ".join(
-            f"{p} x{cpu[p] / cpu['nginx']:.2f}"
-            for p in ("gateway", "gw-base")
-            if p in cpu and cpu.get("nginx")
+        n50, n99 = added.get((client, "nginx", streams), (nan, nan))
+        cpu = _stats(samples[(client, path, streams)])["cpu_us"]
+        nginx = (
+            _stats(samples[(client, "nginx", streams)])["cpu_us"]
+            if (client, "nginx", streams) in samples
+            else nan
         )
         print(
-            f"{client:9} {streams:>4}: gateway added p50 {a50:+.3f} ms, p99 {a99:+.3f} ms; "
-            f"nginx p50 {n50:+.3f} ms, p99 {n99:+.3f} ms; CPU per request: gateway "
-            f"{cpu.get('gateway', nan):.0f} us, nginx {cpu.get('nginx', nan):.0f} us"
-            + (f" (of nginx's: {ratios})" if ratios else "")
+            f"{client:9} {streams:>4} {path}: added p50 {a50:+.3f} ms, p99 {a99:+.3f} ms; "
+            f"nginx p50 {n50:+.3f} ms, p99 {n99:+.3f} ms; CPU per request {cpu:.0f} us, "
+            f"nginx {nginx:.0f} us (x{cpu / nginx:.2f} nginx's)"
         )
     print()
     for (client, path, streams), (a50, a99) in sorted(added.items()):
-        if path != "gateway":
+        if path not in gateways:
             continue
         if client == "burst":
             goal, met = "added p99 < 10 ms", a99 < 10.0
@@ -353,7 +354,7 @@ def main() -> None:
             goal, met = "added p50 < 1 ms and p99 < 3 ms", a50 < 1.0 and a99 < 3.0
         else:
             continue
-        print(f"target ({client}, {streams} streams: {goal}): {'met' if met else 'NOT met'}")
+        print(f"target {path} ({client}, {streams} streams: {goal}): {'met' if met else 'NOT met'}")
 
 
 if __name__ == "__main__":
