@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 
 from ttft.testing.gateway_process import gateway_child
-from ttft.testing.scripted_server import ScriptedServer, Snapshot
+from ttft.testing.scripted_server import ScriptedServer
 from ttft.testing.sse_script import Script
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
@@ -39,18 +39,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _peak(snap: Snapshot) -> int:
-    edges: list[tuple[int, int]] = []
-    for log in snap.logs:
-        end = log.events[-1][1] if log.events else log.received_ns
-        edges += [(log.received_ns, 1), (end, -1)]
-    peak = now = 0
-    for _, step in sorted(edges):
-        now += step
-        peak = max(peak, now)
-    return peak
 
 
 async def _crowd(port: int, clients: int) -> tuple[float, float, list[int]]:
@@ -86,7 +74,7 @@ def _run(
     snap = up.snapshot()
     snap.logs = snap.logs[before:]
     bad = [c for c in codes if c != 200]
-    return {"total": total, "slowest": slowest, "peak": _peak(snap), "refused": len(bad)}
+    return {"total": total, "slowest": slowest, "peak": snap.peak_requests(), "refused": len(bad)}
 
 
 def main() -> int:

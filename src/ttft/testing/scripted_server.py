@@ -71,6 +71,19 @@ class Snapshot:
     peak_open_connections: int  # the most such connections open at once
     open_connections: int = 0  # such connections open now (a proxy's pool, or a leak)
 
+    def peak_requests(self) -> int:
+        """The most requests held at once, each from its arrival to its last written piece
+        (how a proxy's in-flight limit is checked from the engine's side)."""
+        edges: list[tuple[int, int]] = []
+        for log in self.logs:
+            end = log.events[-1][1] if log.events else log.received_ns
+            edges += [(log.received_ns, 1), (end, -1)]
+        peak = now = 0
+        for _, step in sorted(edges):  # an end before a start at the same instant
+            now += step
+            peak = max(peak, now)
+        return peak
+
 
 class _Conn(asyncio.Protocol):
     def __init__(self, server: ScriptedServer) -> None:

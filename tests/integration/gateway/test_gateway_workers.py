@@ -23,7 +23,7 @@ import pytest
 from ttft.gateway.config import from_mapping
 from ttft.testing.gateway_process import gateway_child
 from ttft.testing.proc_cpu import listener_pids
-from ttft.testing.scripted_server import ScriptedServer, Snapshot
+from ttft.testing.scripted_server import ScriptedServer
 from ttft.testing.sse_script import Script
 
 pytestmark = pytest.mark.skipif(
@@ -58,19 +58,6 @@ def _args(upstream: str, port: int, *extra: str) -> list[str]:
         "2",
         *extra,
     ]
-
-
-def _peak_at_upstream(snap: Snapshot) -> int:
-    """The most requests the upstream held at once (from arrival to its last written piece)."""
-    edges: list[tuple[int, int]] = []
-    for log in snap.logs:
-        end = log.events[-1][1] if log.events else log.received_ns
-        edges += [(log.received_ns, 1), (end, -1)]
-    peak = now = 0
-    for _, step in sorted(edges):  # an end before a start at the same instant
-        now += step
-        peak = max(peak, now)
-    return peak
 
 
 async def _many(port: int, count: int) -> list[int]:
@@ -112,7 +99,7 @@ def test_with_two_workers_the_in_flight_limit_holds_exactly_across_them() -> Non
             snap = up.snapshot()
     assert codes == [200] * 16  # queued in its worker's lane, never refused
     assert len(snap.logs) == 16
-    assert _peak_at_upstream(snap) == 3  # never 4; and 3 > one worker's part (2)
+    assert snap.peak_requests() == 3  # never 4; and 3 > one worker's part (2)
 
 
 def test_sigterm_stops_every_worker_after_their_running_answers_end() -> None:
@@ -220,7 +207,7 @@ def test_one_slot_two_workers_every_worker_serves_and_the_slot_is_never_doubled(
             codes = asyncio.run(_many(port, 8))
             snap = up.snapshot()
     assert codes == [200] * 8
-    assert _peak_at_upstream(snap) == 1
+    assert snap.peak_requests() == 1
 
 
 def test_clients_on_both_workers_get_fair_turns_at_one_slot() -> None:
@@ -328,7 +315,7 @@ def test_with_two_workers_one_keys_slot_share_holds_across_them(tmp_path: Path) 
             codes = asyncio.run(many())
             snap = up.snapshot()
     assert codes == [200] * 8
-    assert _peak_at_upstream(snap) <= 2
+    assert snap.peak_requests() <= 2
 
 
 def test_workers_stop_when_the_supervisor_is_killed() -> None:
