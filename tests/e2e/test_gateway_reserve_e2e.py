@@ -11,6 +11,7 @@ model as the engine does, not as the gateway is configured: it must be served, n
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 import uuid
@@ -21,8 +22,10 @@ import httpx
 import pytest
 
 from ttft.engines.llamacpp.embedded import EMBEDDED_MODEL_NAME, RunningEngine, launch_embedded
+from ttft.engines.process import free_loopback_port
 from ttft.gateway.config import from_mapping
 from ttft.gateway.serve import GatewayThread
+from ttft.testing.gateway_process import gateway_child
 
 pytestmark = pytest.mark.e2e
 
@@ -124,3 +127,68 @@ def test_a_short_request_under_saturating_long_prompts_takes_the_reserved_slot(
     # batch in flight and its own, not for the long prefill.
     assert results[1] < 0.5 * results[0], results
     assert results[1] < idle + 1.0, (results, idle)
+
+
+def _client_on_worker(url: str, worker: int, tries: int = 64) -> httpx.Client:
+    """A keep-alive client whose connection the kernel gave to ``worker`` (it says which in
+    ``/metrics?worker=self``); connections that landed elsewhere are closed and tried again."""
+    for _ in range(tries):
+        client = httpx.Client(base_url=url, timeout=180)
+        text = client.get("/metrics?worker=self").text
+        found = re.search(r'ttft_gateway_worker\{worker="(\d+)"\}', text)
+        if found and int(found.group(1)) == worker:
+            return client
+        client.close()
+    raise AssertionError(f"no connection landed on worker {worker} in {tries} tries")
+
+
+def _send(client: httpx.Client, content: str, max_tokens: int) -> float:
+    """Seconds to the first content token of a streamed chat request on ``client``."""
+    body = {
+        "model": EMBEDDED_MODEL_NAME,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": max_tokens,
+        "stream": True,
+    }
+    start = time.perf_counter()
+    first: float | None = None
+    with client.stream("POST", "/v1/chat/completions", json=body) as r:
+        assert r.status_code == 200, r.read()
+        for line in r.iter_lines():
+            if first is None and '"content":"' in line:
+                first = time.perf_counter() - start
+    assert first is not None
+    return first
+
+
+@pytest.mark.timeout(300)
+def test_the_reserved_slot_holds_across_two_gateway_workers(engine: RunningEngine) -> None:
+    """``ttft gateway --workers 2`` (the default on two cores: one worker per core) in front of
+    the 2-slot engine. One long prompt arrives on each worker, then a short one: the workers share
+    the slots, the long lanes' cap (one slot) and the slot pins, so the second long prompt
+    waits and the short one runs at once in slot 0. With the slots split between the workers
+    (each its own one slot, no reserve, no pins) the short one waited for a long prefill."""
+    port = free_loopback_port()
+    args = ["--upstream", engine.base_url, "--engine", "llamacpp", "--model", "default",
+            "--listen", f"127.0.0.1:{port}", "--no-prerender", "--workers", "2"]  # fmt: skip
+    with gateway_child(args, port):
+        url = f"http://127.0.0.1:{port}"
+        clients = [_client_on_worker(url, w) for w in (0, 1, 1)]
+        try:
+            idle = _send(clients[2], f"Hi idle {uuid.uuid4()}", 2)
+            tag = uuid.uuid4()
+            longs = [
+                threading.Thread(target=_send, args=(clients[i], _long_prompt(f"{tag}-{i}"), 1))
+                for i in (0, 1)
+            ]
+            for thread in longs:
+                thread.start()
+                time.sleep(0.2)
+            short = _send(clients[2], f"Hi short {tag}", 2)
+            for thread in longs:
+                thread.join()
+        finally:
+            for client in clients:
+                client.close()
+    print(f"2 workers: short TTFT {short:.2f} s under 2 long prompts, idle {idle:.2f} s")
+    assert short < idle + 1.0, (short, idle)

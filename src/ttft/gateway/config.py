@@ -37,7 +37,7 @@ from ttft.core.target import Target
 from ttft.engines.adapter import EngineAdapter
 from ttft.engines.registry import adapter_for, engine_kinds
 from ttft.gateway.admission.partition import SOLE, Partition
-from ttft.gateway.admission.slot_table import SlotShare
+from ttft.gateway.admission.slot_table import Layout, SlotShare, layout_of
 from ttft.gateway.config_checks import Where, api_keys, fail, section, table
 from ttft.gateway.config_checks import check_upstream_url as check_upstream_url  # public here
 from ttft.gateway.config_checks import parse_listen as parse_listen
@@ -218,6 +218,10 @@ class GatewayConfig:
 
     def model(self, name: str) -> ModelConfig | None:
         return next((m for m in self.models if m.name == name), None)
+
+    def slot_layout(self) -> Layout:
+        """Every replica as (model, upstream URL), in order: its row in the shared slot table."""
+        return layout_of([(m.name, [u.url for u in m.upstreams]) for m in self.models])
 
 
 MAX_WORKERS = 256

@@ -195,7 +195,7 @@ class Supervisor:
             share = MetricsShare(self._share_dir, f"w{slot.index}g{self._starts}")
         slot_share = None
         if self._slot_host is not None:
-            slot_share = self._slot_host.claim(self.config)
+            slot_share = self._slot_host.claim(self.config.slot_layout())
         config = dataclasses.replace(
             self.config,
             partition=Partition(slot.index, self.config.workers),

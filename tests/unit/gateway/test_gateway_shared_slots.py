@@ -39,7 +39,7 @@ def host(tmp_path: Path) -> Iterator[SlotHost]:
 
 
 def _worker(host: SlotHost, config: GatewayConfig, index: int) -> tuple[SlotShare, SlotTable]:
-    share = host.claim(config)
+    share = host.claim(config.slot_layout())
     return share, SlotTable.open(share.path)
 
 
@@ -139,9 +139,9 @@ def test_a_long_request_goes_back_to_the_slot_that_served_its_prefix(host: SlotH
 
 
 def test_the_same_replicas_share_a_table_and_new_ones_get_a_new_one(host: SlotHost) -> None:
-    one = host.claim(_config())
-    same = host.claim(dataclasses.replace(_config(), api_keys=("sk-a",)))
-    other = host.claim(_config(upstreams=2))
+    one = host.claim(_config().slot_layout())
+    same = host.claim(dataclasses.replace(_config(), api_keys=("sk-a",)).slot_layout())
+    other = host.claim(_config(upstreams=2).slot_layout())
     assert one.path == same.path != other.path
     assert len({one.row, same.row, other.row}) == 3
     for share in (one, same, other):
@@ -152,16 +152,16 @@ def test_the_same_replicas_share_a_table_and_new_ones_get_a_new_one(host: SlotHo
 def test_every_row_held_is_an_error_not_a_shared_row(host: SlotHost) -> None:
     config = _config()
     for _ in range(host.rows):
-        host.claim(config)
+        host.claim(config.slot_layout())
     with pytest.raises(LookupError, match="draining"):
-        host.claim(config)
+        host.claim(config.slot_layout())
 
 
 def test_a_worker_with_the_table_admits_against_the_whole_cap(host: SlotHost) -> None:
     config = _config(upstreams=2, admission={"max_in_flight": 3, "queue_size": 5})
     caps, queues = [], []
     for index in (0, 1):
-        share = host.claim(config)
+        share = host.claim(config.slot_layout())
         worker = dataclasses.replace(config, partition=Partition(index, 2), slot_share=share)
         runtime = build_runtime(
             worker, worker.models[0], GatewayMetrics(), SlotTable.open(share.path)
@@ -177,7 +177,7 @@ def test_slots_learned_from_the_engine_are_pinned_through_the_table(host: SlotHo
     config = _config()
     pins = []
     for index in (0, 1):
-        share = host.claim(config)
+        share = host.claim(config.slot_layout())
         worker = dataclasses.replace(config, partition=Partition(index, 2), slot_share=share)
         table = SlotTable.open(share.path)
         runtime = build_runtime(worker, worker.models[0], GatewayMetrics(), table)

@@ -17,21 +17,9 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ttft.gateway.admission.slot_table import (
-    Layout,
-    SlotShare,
-    SlotTable,
-    drain,
-    layout_of,
-    wake,
-)
-from ttft.gateway.config import GatewayConfig
+from ttft.gateway.admission.slot_table import Layout, SlotShare, SlotTable, drain, wake
 
 ROWS_PER_WORKER = 4
-
-
-def config_layout(config: GatewayConfig) -> Layout:
-    return layout_of([(m.name, [u.url for u in m.upstreams]) for m in config.models])
 
 
 class SlotHost:
@@ -53,12 +41,12 @@ class SlotHost:
     def free_rows(self) -> int:
         return len(self._free)
 
-    def claim(self, config: GatewayConfig) -> SlotShare:
-        """A row for a worker about to start with ``config``. Raises ``LookupError`` when every
-        row is held (workers still draining from earlier reloads)."""
+    def claim(self, layout: Layout) -> SlotShare:
+        """A row for a worker about to start with a configuration of these replicas
+        (``slot_table.layout_of``). Raises ``LookupError`` when every row is held (workers
+        still draining from earlier reloads)."""
         if not self._free:
             raise LookupError("every slot-table row is held by a running or draining worker")
-        layout = config_layout(config)
         table = self._tables.get(layout)
         if table is None:
             self._generation += 1
