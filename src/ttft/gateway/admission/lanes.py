@@ -116,9 +116,9 @@ class Admission(LaneRules[asyncio.Future[None]]):
             self._retry_after_yield()
 
     def _retry_after_yield(self) -> None:
-        """A free slot was left to an older request in another worker: if that one has not
-        taken it within ``YIELD_S`` (its client was at its share, its worker busy), the
-        requests here take it after all."""
+        """A free slot was left to an older request in another worker: if that worker has not
+        taken it within ``YIELD_S`` (busy, or its request just left), the requests here take
+        it after all."""
         if self._yield_timer is None:
             loop = asyncio.get_running_loop()
             self._yield_timer = loop.call_later(YIELD_S, self._after_yield)
