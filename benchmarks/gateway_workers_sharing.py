@@ -13,6 +13,12 @@ worker's part has a queue, and the crowd takes longer. Anchor: one worker, same 
 one run). Prints the median time to serve the whole crowd, the slowest client's wait, the
 upstream's peak of requests held at once (more than ``--slots`` would break the limit), and
 every run's raw numbers.
+
+``--loop SECONDS`` measures fairness across workers instead: each client a closed loop on its
+own keep-alive connection, and the fewest and most answers any client got:
+
+    python benchmarks/gateway_workers_sharing.py --slots 1 --clients 6 --answer-ms 100 \
+        --loop 12 --queue-timeout 10 --reps 1
 """
 
 from __future__ import annotations
@@ -55,6 +61,28 @@ async def _crowd(port: int, clients: int) -> tuple[float, float, list[int]]:
     return time.perf_counter() - start, max(t for t, _ in done), [c for _, c in done]
 
 
+async def _closed_loops(port: int, clients: int, seconds: float) -> list[tuple[int, int, float]]:
+    """Each client on one keep-alive connection, sending its next request as its answer ends,
+    for ``seconds``: per client, answers, refusals and its longest wait."""
+
+    async def one(stop: float) -> tuple[int, int, float]:
+        answered = refused = 0
+        longest = 0.0
+        async with httpx.AsyncClient(timeout=120) as client:
+            while time.monotonic() < stop:
+                start = time.perf_counter()
+                answer = await client.post(
+                    f"http://127.0.0.1:{port}/v1/chat/completions", json=BODY
+                )
+                longest = max(longest, time.perf_counter() - start)
+                answered += answer.status_code == 200
+                refused += answer.status_code != 200
+        return answered, refused, longest
+
+    stop = time.monotonic() + seconds
+    return list(await asyncio.gather(*(one(stop) for _ in range(clients))))
+
+
 def _run(
     src: str | None, workers: int, args: argparse.Namespace, up: ScriptedServer
 ) -> dict[str, float]:
@@ -62,7 +90,7 @@ def _run(
     cli = [
         "--upstream", up.base_url, "--engine", "openai", "--model", "m", "--no-prerender",
         "--listen", f"127.0.0.1:{port}", "--workers", str(workers),
-        "--max-in-flight", str(args.slots), "--queue-timeout", "120",
+        "--max-in-flight", str(args.slots), "--queue-timeout", str(args.queue_timeout),
     ]  # fmt: skip
     env = {}
     if src is not None:
@@ -70,9 +98,20 @@ def _run(
     before = len(up.snapshot().logs)
     with gateway_child(cli, port, env=env):
         time.sleep(0.5)  # every worker listening and done with its start-up checks
-        total, slowest, codes = asyncio.run(_crowd(port, args.clients))
+        if args.loop:
+            loops = asyncio.run(_closed_loops(port, args.clients, args.loop))
+        else:
+            total, slowest, codes = asyncio.run(_crowd(port, args.clients))
     snap = up.snapshot()
     snap.logs = snap.logs[before:]
+    if args.loop:
+        return {
+            "fewest": min(a for a, _, _ in loops),
+            "most": max(a for a, _, _ in loops),
+            "refused": sum(r for _, r, _ in loops),
+            "slowest": max(w for _, _, w in loops),
+            "peak": snap.peak_requests(),
+        }
     bad = [c for c in codes if c != 200]
     return {"total": total, "slowest": slowest, "peak": snap.peak_requests(), "refused": len(bad)}
 
@@ -85,6 +124,18 @@ def main() -> int:
     parser.add_argument("--workers", default="1,2", help="worker counts to run (default 1,2)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions, interleaved")
     parser.add_argument("--base-src", help="also run a gateway from this source tree")
+    parser.add_argument(
+        "--loop",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="instead of one crowd: each client a closed loop on one keep-alive connection "
+        "for SECONDS; prints the fewest and most answers a client got (fairness across "
+        "workers), refusals and the longest wait",
+    )
+    parser.add_argument(
+        "--queue-timeout", type=float, default=120.0, help="the gateway's --queue-timeout"
+    )
     args = parser.parse_args()
     if args.base_src is not None and not Path(args.base_src, "ttft").is_dir():
         parser.error(f"--base-src {args.base_src}: no ttft package there")
@@ -99,6 +150,9 @@ def main() -> int:
             for case in cases:
                 results[case].append(_run(case[0], case[1], args, up))
                 print(f"rep {rep + 1} {_name(case)}: {results[case][-1]}", file=sys.stderr)
+    if args.loop:
+        _print_loops(args, cases, results)
+        return 0
     ideal = -(-args.clients // args.slots) * args.answer_ms / 1000
     print(f"{args.clients} clients, {args.slots} slots, {args.answer_ms:g} ms answers "
           f"(ideal {ideal:.2f} s); medians of {args.reps}:")  # fmt: skip
@@ -117,6 +171,22 @@ def main() -> int:
         )
     print(f"ratio: crowd time over {_name((None, counts[0]))}'s, same run")
     return 0
+
+
+def _print_loops(
+    args: argparse.Namespace,
+    cases: list[tuple[str | None, int]],
+    results: dict[tuple[str | None, int], list[dict[str, float]]],
+) -> None:
+    print(f"{args.clients} closed-loop clients for {args.loop:g} s, {args.slots} slots, "
+          f"{args.answer_ms:g} ms answers; every repetition:")  # fmt: skip
+    print(
+        f"{'gateway':<24} {'answers per client, fewest-most':>32} {'refused':>8} {'longest s':>10}"
+    )
+    for case in cases:
+        for run in results[case]:
+            spread = f"{run['fewest']:.0f}-{run['most']:.0f}"
+            print(f"{_name(case):<24} {spread:>32} {run['refused']:>8.0f} {run['slowest']:>10.2f}")
 
 
 def _name(case: tuple[str | None, int]) -> str:
