@@ -31,7 +31,7 @@ from ttft.engines import control
 from ttft.engines.local_process import launch_command
 from ttft.gateway.admission.lanes import resolve_long_reserve
 from ttft.gateway.admission.partition import SOLE, Partition
-from ttft.gateway.admission.shared_slots import SharedPins, SharedSlots
+from ttft.gateway.admission.shared_slots import SharedSlots
 from ttft.gateway.admission.slot_pins import SlotPins
 from ttft.gateway.admission.slot_table import PIN_SLOTS
 from ttft.gateway.config import GatewayConfig, engine_adapter
@@ -143,9 +143,7 @@ def apply_slots(
     shared = admission.shared
     if isinstance(shared, SharedSlots):
         if slots <= PIN_SLOTS:
-            replica.slot_pins = SharedPins(
-                shared.table, shared.row, shared.replica, slots, admission.long_reserve
-            )
+            replica.slot_pins = shared.pins(slots, admission.long_reserve)
         else:
             log.info("upstream %s: %d slots, more than the %d pinned across workers: "
                      "the engine picks slots", replica.name, slots, PIN_SLOTS)  # fmt: skip

@@ -19,8 +19,8 @@ never send requests to the same llama-server slot.
 
 from __future__ import annotations
 
-from ttft.gateway.admission.lane_rules import LONG
 from ttft.gateway.admission.partition import Partition
+from ttft.gateway.admission.slot_pins import choose_slot
 from ttft.gateway.admission.slot_table import (
     IN_FLIGHT,
     LONG_IN_FLIGHT,
@@ -101,6 +101,10 @@ class SharedSlots:
             self.table.counts[self._oldest] = short_since
             self.table.counts[self._oldest + 1] = long_since
 
+    def pins(self, slots: int, reserve: int) -> SharedPins:
+        """llama-server's ``slots`` ids of this replica, pinned through the same table."""
+        return SharedPins(self.table, self.row, self.replica, slots, reserve)
+
     def part_of(self, total: int) -> int:
         """This worker's part of a per-client limit derived from the slot count (shares stay
         partitioned: a client's connections land on one worker)."""
@@ -127,25 +131,20 @@ class SharedPins:
         return sum(1 for s in range(self.slots) if owners[base + s] == 0)
 
     def take(self, lane: str, key: int | None = None) -> int | None:
-        """As ``SlotPins.take``: short requests the lowest free slot, long ones the highest
-        free slot outside the reserve, preferring one that last served ``key``."""
+        """As ``SlotPins.take`` (``choose_slot``), over the slots no worker holds."""
         table, base = self.table, self._base
         owners, keys, keyed = table.owners, table.keys, table.keyed
         stored = None if key is None else key & _KEY_MASK
+
+        def last_key(slot: int) -> int | None:
+            return keys[base + slot] if keyed[base + slot] else None
+
         table.lock()
         try:
             free = [s for s in range(self.slots) if owners[base + s] == 0]
             if not free:
                 return None
-            if lane == LONG:
-                region = [s for s in free if s >= self.reserve] or free
-                same = [
-                    s for s in region
-                    if stored is not None and keyed[base + s] and keys[base + s] == stored
-                ]  # fmt: skip
-                slot = max(same or region)
-            else:
-                slot = free[0]
+            slot = choose_slot(free, lane, self.reserve, stored, last_key)
             owners[base + slot] = self.owner
             keyed[base + slot] = 0 if stored is None else 1
             keys[base + slot] = stored or 0

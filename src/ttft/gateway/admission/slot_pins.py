@@ -20,6 +20,8 @@ is cheap, their place in the batch is what counts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ttft.gateway.admission.lanes import LONG
 
 
@@ -42,12 +44,7 @@ class SlotPins:
         use the engine directly)."""
         if not self._free:
             return None
-        if lane == LONG:
-            region = [s for s in self._free if s >= self.reserve] or list(self._free)
-            same = [s for s in region if key is not None and self._last_key.get(s) == key]
-            slot = max(same or region)
-        else:
-            slot = min(self._free)
+        slot = choose_slot(sorted(self._free), lane, self.reserve, key, self._last_key.get)
         self._free.discard(slot)
         self._last_key[slot] = key
         return slot
@@ -55,6 +52,23 @@ class SlotPins:
     def give_back(self, slot: int | None) -> None:
         if slot is not None and 0 <= slot < self.slots:
             self._free.add(slot)
+
+
+def choose_slot(
+    free: list[int],
+    lane: str,
+    reserve: int,
+    key: int | None,
+    last_key: Callable[[int], int | None],
+) -> int:
+    """The slot for a request of ``lane`` among ``free`` (ascending, not empty): a short one
+    takes the lowest; a long one the highest outside the short lane's ``reserve``, preferring
+    one whose ``last_key`` is ``key`` (the module's docstring says why)."""
+    if lane != LONG:
+        return free[0]
+    region = [s for s in free if s >= reserve] or free
+    same = [s for s in region if key is not None and last_key(s) == key]
+    return max(same or region)
 
 
 def with_slot(raw: bytes, slot: int) -> bytes:
@@ -66,4 +80,4 @@ def with_slot(raw: bytes, slot: int) -> bytes:
     return raw[:at] + b'"id_slot":' + str(slot).encode() + sep + raw[at:]
 
 
-__all__ = ["SlotPins", "with_slot"]
+__all__ = ["SlotPins", "choose_slot", "with_slot"]
