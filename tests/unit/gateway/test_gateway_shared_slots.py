@@ -159,7 +159,7 @@ def test_every_row_held_is_an_error_not_a_shared_row(host: SlotHost) -> None:
 
 def test_a_worker_with_the_table_admits_against_the_whole_cap(host: SlotHost) -> None:
     config = _config(upstreams=2, admission={"max_in_flight": 3, "queue_size": 5})
-    caps, queues = [], []
+    caps, queues, parts = [], [], []
     for index in (0, 1):
         share = host.claim(config.slot_layout())
         worker = dataclasses.replace(config, partition=Partition(index, 2), slot_share=share)
@@ -168,9 +168,12 @@ def test_a_worker_with_the_table_admits_against_the_whole_cap(host: SlotHost) ->
         )
         caps.append([r.admission.max_in_flight for r in runtime.replicas])
         queues.append([r.admission.queue_size for r in runtime.replicas])
+        parts.append([r.admission.own_part for r in runtime.replicas])
         assert all(r.admission.shared is not None for r in runtime.replicas)
     assert caps == [[3, 3], [3, 3]]  # counted together in the table
     assert [sum(q) for q in zip(*queues, strict=True)] == [5, 5]  # each worker's own queue
+    # Per-client defaults follow each worker's part of the slots, and the parts add up.
+    assert parts == [[2, 1], [1, 2]]
 
 
 def test_slots_learned_from_the_engine_are_pinned_through_the_table(host: SlotHost) -> None:

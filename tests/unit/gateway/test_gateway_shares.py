@@ -11,7 +11,7 @@ from ttft.gateway.metrics import GatewayMetrics
 
 def _runtime(*room: tuple[int, int]) -> Any:
     replicas = [
-        SimpleNamespace(admission=SimpleNamespace(max_in_flight=cap, queue_size=queue, shared=None))
+        SimpleNamespace(admission=SimpleNamespace(own_part=cap, queue_size=queue))
         for cap, queue in room
     ]
     return SimpleNamespace(name="m", replicas=replicas)

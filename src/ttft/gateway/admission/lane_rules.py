@@ -102,11 +102,15 @@ class LaneRules(Generic[T]):
         """The most slots one client may hold (0: no limit); read each time, since
         ``max_in_flight`` changes when an engine reports its slots."""
         setting = self.client_slots_setting
-        if setting is not None:
-            return setting
-        shared = self.shared  # a client's connections land on one worker: its part
-        room = self.max_in_flight if shared is None else shared.part_of(self.max_in_flight)
-        return max(1, room // 2)
+        return max(1, self.own_part // 2) if setting is None else setting
+
+    @property
+    def own_part(self) -> int:
+        """The slots that per-client defaults derive from: all of them, or with several
+        workers this one's part (the slots are shared, but a client's connection lands on
+        one worker)."""
+        shared = self.shared
+        return self.max_in_flight if shared is None else shared.part_of(self.max_in_flight)
 
     def lane_of(self, lane: str) -> str:
         """The lane a request of ``lane`` really waits in: one lane (short) without the split."""

@@ -38,12 +38,7 @@ class ClientShares:
         if not self.keyed:
             return 0
         # Read per request: the in-flight caps change when an engine reports its slots.
-        room = 0
-        for replica in runtime.replicas:
-            admission, shared = replica.admission, replica.admission.shared
-            cap = admission.max_in_flight
-            # Several workers share the slots, but a client's connection lands on one: its part.
-            room += (cap if shared is None else shared.part_of(cap)) + admission.queue_size
+        room = sum(r.admission.own_part + r.admission.queue_size for r in runtime.replicas)
         return max(1, room // 2)
 
     def take(self, client: str, runtime: ModelRuntime) -> tuple[str, str]:

@@ -58,8 +58,8 @@ class SlotHost:
 
     def release(self, share: SlotShare) -> None:
         """The worker that held ``share`` has exited: its row is cleared and free again."""
-        table = self._tables.get(share.layout)
-        if table is not None and table.path == share.path:
+        table = self._tables.get(share.layout)  # one table per layout, for the host's life
+        if table is not None:
             wake(self._write_fds, table.clear_row(share.row))
         drain(self._pipes[share.row][0])  # no stale wake-up for the row's next worker
         if share.row not in self._free:
