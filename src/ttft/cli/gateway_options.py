@@ -92,14 +92,14 @@ class GatewayCliOptions:
 
 def _workers(text: str) -> int:
     """``--workers``: a whole number from 1, or ``auto`` (the cores this process may use)."""
-    if text.strip().lower() == "auto":
-        return gwconfig.auto_workers()
-    if not text.strip().isdigit() or not 1 <= int(text) <= gwconfig.MAX_WORKERS:
+    digits = text.strip()
+    workers = gwconfig.workers_setting(int(digits) if digits.isdigit() else text)
+    if workers is None:
         raise TtftError(
             f"--workers: expected a number from 1 to {gwconfig.MAX_WORKERS} or auto, got {text!r}",
             "--workers 4, or --workers auto for one per core",
         )
-    return int(text)
+    return workers
 
 
 def _from_flags(

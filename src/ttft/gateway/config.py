@@ -234,6 +234,16 @@ def available_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def workers_setting(value: object) -> int | None:
+    """``workers`` from a file or ``--workers``: "auto" (one per core, ``auto_workers``) or a
+    whole number from 1 to ``MAX_WORKERS``; None for anything else."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return auto_workers()
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 1 <= value <= MAX_WORKERS else None
+
+
 def auto_workers() -> int:
     """``workers = "auto"``, the default: one per core this process may use, on Linux (where
     SO_REUSEPORT spreads connections over processes); one elsewhere."""
@@ -330,13 +340,12 @@ def from_mapping(
     routing = RoutingConfig(**section(table(raw, "routing", top), RoutingConfig))
     limits = LimitsConfig(**section(table(raw, "limits", top), LimitsConfig))
     _check_ranges(admission, routing, top)
-    workers = raw.get("workers", "auto")
-    if isinstance(workers, str) and workers.strip().lower() == "auto":
-        workers = auto_workers()
-    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+    given = raw.get("workers", "auto")
+    workers = workers_setting(given)
+    if workers is None:
         raise fail(
             top.at("workers"),
-            f'expected "auto" or a whole number from 1 to {MAX_WORKERS}, got {workers!r}',
+            f'expected "auto" or a whole number from 1 to {MAX_WORKERS}, got {given!r}',
             'workers = "auto" (the default) runs one per core the gateway may use',
         )
     public = raw.get("public_metrics", False)
