@@ -166,7 +166,6 @@ def build_runtime(
     limits, admission = config.limits, config.admission
     replicas: list[Replica] = []
     part = config.partition  # with several workers, this process's part of each limit
-    share = config.slot_share if slots is not None else None
     for i, up in enumerate(model.upstreams):
         given = up.max_in_flight or admission.max_in_flight
         whole = given or default_max_in_flight(model.engine)
@@ -205,11 +204,12 @@ def build_runtime(
             cap_from_engine=given is None,
             limit_source=source,
         )
+        share = config.slot_share
         if share is not None and slots is not None:
-            row = share.replica_index(model.name, up.url)
-            if row is None:
+            at = share.replica_index(model.name, up.url)
+            if at is None:
                 raise ValueError(f"{model.name} {up.url}: not in the shared slot table")
-            replica.admission.shared = SharedSlots(slots, share, row, part)
+            replica.admission.shared = SharedSlots(slots, share, at, part)
         replicas.append(replica)
         _track(metrics, replica)
     router = Router(
