@@ -45,6 +45,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from gateway_load import Shape, Stamps, burst, keepalive_loop, oneshot_loop, shape_for
@@ -106,6 +107,29 @@ def gateway_process(
         env["PYTHONPATH"] = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
     with gateway_child(args, port, env=env):
         yield f"http://127.0.0.1:{port}"
+
+
+def gateway_options(path: str, base_src: str | None) -> dict[str, Any] | str:
+    """``gateway_process``'s arguments for a gateway path name, or why the name is refused:
+    gateway, gw-asyncio, gw-default (no --workers: its default), gw-wN, gw-base, gw-base-wN."""
+    name = path.removeprefix("gw-")
+    options: dict[str, Any] = {}
+    if name.startswith("base"):
+        if base_src is None:
+            return f"the {path} path needs --base-src"
+        options["src"], name = base_src, name.removeprefix("base").removeprefix("-")
+    if name in ("gateway", ""):
+        return options
+    if name == "asyncio":
+        return {**options, "loop": "asyncio"}
+    if name == "default":
+        return {**options, "workers": None}
+    if name.startswith("w") and name[1:].isdigit():
+        return {**options, "workers": int(name[1:])}
+    return (
+        f"unknown path {path!r}: direct, gateway, gw-asyncio, gw-default, gw-wN, gw-base, "
+        "gw-base-wN, nginx"
+    )
 
 
 @dataclass
@@ -266,31 +290,13 @@ def main() -> None:
     samples: dict[tuple[str, str, int], list[Sample]] = {}
     with ScriptedServerProcess(Script()) as upstream, contextlib.ExitStack() as stack:
         urls = {"direct": upstream.base_url}
-        if "gateway" in paths:
-            urls["gateway"] = stack.enter_context(gateway_process(upstream.base_url))
-        if "gw-default" in paths:  # --workers left at its default (auto: one per core)
-            urls["gw-default"] = stack.enter_context(
-                gateway_process(upstream.base_url, workers=None)
-            )
-        if "gw-asyncio" in paths:
-            urls["gw-asyncio"] = stack.enter_context(gateway_process(upstream.base_url, "asyncio"))
-        if "gw-base" in paths:
-            if args.base_src is None:
-                parser.error("the gw-base path needs --base-src")
-            urls["gw-base"] = stack.enter_context(
-                gateway_process(upstream.base_url, src=args.base_src)
-            )
         for path in paths:
-            if path.startswith("gw-w") and path[4:].isdigit():
-                urls[path] = stack.enter_context(
-                    gateway_process(upstream.base_url, workers=int(path[4:]))
-                )
-            if path.startswith("gw-base-w") and path[9:].isdigit():
-                if args.base_src is None:
-                    parser.error(f"the {path} path needs --base-src")
-                urls[path] = stack.enter_context(
-                    gateway_process(upstream.base_url, workers=int(path[9:]), src=args.base_src)
-                )
+            if path in ("direct", "nginx"):
+                continue
+            options = gateway_options(path, args.base_src)
+            if isinstance(options, str):
+                parser.error(options)
+            urls[path] = stack.enter_context(gateway_process(upstream.base_url, **options))
         if "nginx" in paths:
             urls["nginx"] = stack.enter_context(run_nginx(NGINX, upstream.base_url))
         # The proxies' processes (an nginx master and worker, a gateway), for their CPU time.
