@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import sys
 import time
@@ -34,17 +33,12 @@ from pathlib import Path
 
 import httpx
 
+from ttft.engines.process import free_loopback_port
 from ttft.testing.gateway_process import gateway_child
 from ttft.testing.scripted_server import ScriptedServer
 from ttft.testing.sse_script import Script
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def _crowd(port: int, clients: int) -> tuple[float, float, list[int]]:
@@ -86,7 +80,7 @@ async def _closed_loops(port: int, clients: int, seconds: float) -> list[tuple[i
 def _run(
     src: str | None, workers: int, args: argparse.Namespace, up: ScriptedServer
 ) -> dict[str, float]:
-    port = _free_port()
+    port = free_loopback_port()
     cli = [
         "--upstream", up.base_url, "--engine", "openai", "--model", "m", "--no-prerender",
         "--listen", f"127.0.0.1:{port}", "--workers", str(workers),
