@@ -38,9 +38,14 @@ def host(tmp_path: Path) -> Iterator[SlotHost]:
     slot_host.close()
 
 
-def _worker(host: SlotHost, config: GatewayConfig, index: int) -> tuple[SlotShare, SlotTable]:
-    share = host.claim(config.slot_layout())
-    return share, SlotTable.open(share.path)
+Worker = tuple[SlotShare, SlotTable]
+
+
+def _two_workers(host: SlotHost) -> tuple[Worker, Worker]:
+    """Two workers' rows of one replica's table, each with the table opened by itself."""
+    layout = _config().slot_layout()
+    shares = host.claim(layout), host.claim(layout)
+    return (shares[0], SlotTable.open(shares[0].path)), (shares[1], SlotTable.open(shares[1].path))
 
 
 def _admission(share: SlotShare, table: SlotTable, cap: int, index: int) -> Admission:
@@ -50,8 +55,7 @@ def _admission(share: SlotShare, table: SlotTable, cap: int, index: int) -> Admi
 
 
 def test_two_workers_together_never_start_more_than_the_replicas_cap(host: SlotHost) -> None:
-    config = _config()
-    (a_share, a_table), (b_share, b_table) = _worker(host, config, 0), _worker(host, config, 1)
+    (a_share, a_table), (b_share, b_table) = _two_workers(host)
     a, b = _admission(a_share, a_table, 3, 0), _admission(b_share, b_table, 3, 1)
     assert a.try_start(SHORT) and a.try_start(SHORT)
     assert b.try_start(SHORT)  # more than any fixed part of 3 would allow a worker: shared
@@ -63,8 +67,7 @@ def test_two_workers_together_never_start_more_than_the_replicas_cap(host: SlotH
 
 
 def test_long_requests_keep_out_of_the_short_lanes_reserve_across_workers(host: SlotHost) -> None:
-    config = _config()
-    (a_share, a_table), (b_share, b_table) = _worker(host, config, 0), _worker(host, config, 1)
+    (a_share, a_table), (b_share, b_table) = _two_workers(host)
     a, b = _admission(a_share, a_table, 3, 0), _admission(b_share, b_table, 3, 1)
     assert a.try_start(LONG) and b.try_start(LONG)
     assert not a.try_start(LONG) and not b.try_start(LONG)  # 2 of 3: one kept for short ones
@@ -72,8 +75,7 @@ def test_long_requests_keep_out_of_the_short_lanes_reserve_across_workers(host: 
 
 
 def test_a_release_in_one_worker_wakes_the_other_workers_waiter(host: SlotHost) -> None:
-    config = _config()
-    (a_share, a_table), (b_share, b_table) = _worker(host, config, 0), _worker(host, config, 1)
+    (a_share, a_table), (b_share, b_table) = _two_workers(host)
     a, b = _admission(a_share, a_table, 1, 0), _admission(b_share, b_table, 1, 1)
     assert a.try_start(SHORT)
 
@@ -91,8 +93,7 @@ def test_a_release_in_one_worker_wakes_the_other_workers_waiter(host: SlotHost) 
 
 
 def test_no_wake_up_without_waiters_in_another_worker(host: SlotHost) -> None:
-    config = _config()
-    (a_share, a_table), (b_share, _) = _worker(host, config, 0), _worker(host, config, 1)
+    (a_share, a_table), (b_share, _) = _two_workers(host)
     a = _admission(a_share, a_table, 1, 0)
     assert a.try_start(SHORT)
     a.release(SHORT)
@@ -101,8 +102,7 @@ def test_no_wake_up_without_waiters_in_another_worker(host: SlotHost) -> None:
 
 
 def test_a_dead_workers_row_is_cleared_and_its_waiting_peers_woken(host: SlotHost) -> None:
-    config = _config()
-    (a_share, a_table), (b_share, b_table) = _worker(host, config, 0), _worker(host, config, 1)
+    (a_share, a_table), (b_share, b_table) = _two_workers(host)
     a, b = _admission(a_share, a_table, 2, 0), _admission(b_share, b_table, 2, 1)
     pins = SharedPins(a_table, a_share.row, 0, 2)
     assert a.try_start(SHORT) and a.try_start(SHORT) and pins.take(SHORT) == 0
@@ -113,8 +113,7 @@ def test_a_dead_workers_row_is_cleared_and_its_waiting_peers_woken(host: SlotHos
 
 
 def test_pinned_slots_are_never_given_to_two_workers(host: SlotHost) -> None:
-    config = _config()
-    (a_share, a_table), (b_share, b_table) = _worker(host, config, 0), _worker(host, config, 1)
+    (a_share, a_table), (b_share, b_table) = _two_workers(host)
     a = SharedPins(a_table, a_share.row, 0, 4, reserve=1)
     b = SharedPins(b_table, b_share.row, 0, 4, reserve=1)
     assert a.take(SHORT) == 0 and b.take(SHORT) == 1  # the lowest free slot for short ones
@@ -127,8 +126,7 @@ def test_pinned_slots_are_never_given_to_two_workers(host: SlotHost) -> None:
 
 
 def test_a_long_request_goes_back_to_the_slot_that_served_its_prefix(host: SlotHost) -> None:
-    config = _config()
-    (a_share, a_table), (b_share, b_table) = _worker(host, config, 0), _worker(host, config, 1)
+    (a_share, a_table), (b_share, b_table) = _two_workers(host)
     a = SharedPins(a_table, a_share.row, 0, 4, reserve=1)
     b = SharedPins(b_table, b_share.row, 0, 4, reserve=1)
     key = -(2**70)  # any int: stored masked to 63 bits, compared the same way
@@ -212,8 +210,7 @@ def test_a_freed_slot_goes_to_the_request_that_waited_longest_in_any_worker(
     """Without this, the worker that released a slot gave it to its own waiters every time,
     and the other worker's clients waited out their queue timeout (measured: 3 clients with
     39 answers each in 12 s, 3 with one answer and one 503)."""
-    config = _config()
-    (a_share, a_table), (b_share, b_table) = _worker(host, config, 0), _worker(host, config, 1)
+    (a_share, a_table), (b_share, b_table) = _two_workers(host)
     a, b = _rules(a_share, a_table, 1, 0), _rules(b_share, b_table, 1, 1)
     assert a.try_start(SHORT)
     b.enqueue(SHORT, 0, "", "b-first")  # arrived first, in worker b
@@ -228,8 +225,7 @@ def test_a_freed_slot_goes_to_the_request_that_waited_longest_in_any_worker(
 def test_a_yield_ends_when_the_other_worker_does_not_take_the_slot(host: SlotHost) -> None:
     """A worker busy elsewhere (its loop stalled) must not leave the slot idle: after
     ``YIELD_S`` the yielding worker takes it regardless (``grant(fair=False)``)."""
-    config = _config()
-    (a_share, a_table), (b_share, b_table) = _worker(host, config, 0), _worker(host, config, 1)
+    (a_share, a_table), (b_share, b_table) = _two_workers(host)
     a, b = _rules(a_share, a_table, 1, 0), _rules(b_share, b_table, 1, 1)
     assert a.try_start(SHORT)
     b.enqueue(SHORT, 0, "", "b-first")  # b never looks (no grant called)
@@ -243,8 +239,7 @@ def test_a_client_queued_beyond_its_share_does_not_make_other_workers_yield(
 ) -> None:
     """Its tickets cannot start, so they are not published as the oldest waiting: otherwise
     one key queueing more than its share in one worker taxed every start elsewhere."""
-    config = _config()
-    (a_share, a_table), (b_share, b_table) = _worker(host, config, 0), _worker(host, config, 1)
+    (a_share, a_table), (b_share, b_table) = _two_workers(host)
     a, b = _rules(a_share, a_table, 2, 0), _rules(b_share, b_table, 2, 1)
     b.client_slots_setting = 1
     assert b.try_start(SHORT, "greedy")
@@ -255,8 +250,7 @@ def test_a_client_queued_beyond_its_share_does_not_make_other_workers_yield(
 
 
 def test_a_worker_that_yields_retries_by_itself_after_the_yield(host: SlotHost) -> None:
-    config = _config()
-    (a_share, a_table), (b_share, b_table) = _worker(host, config, 0), _worker(host, config, 1)
+    (a_share, a_table), (b_share, b_table) = _two_workers(host)
     a, b = _admission(a_share, a_table, 1, 0), _admission(b_share, b_table, 1, 1)
 
     async def scenario() -> None:
