@@ -28,3 +28,17 @@ def pin(pid: int, cores: Sequence[int]) -> None:
     for tid in tasks:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(tid, set(cores))
+
+
+def shared_cores(replicas: int) -> list[list[int]]:
+    """The cores this process may use, split into ``replicas`` equal groups (wrapping round
+    when there are more replicas than cores): engines that must share a machine then run side
+    by side, each with as many threads as cores of its own, instead of every engine spinning a
+    thread per core on every core (llama.cpp's threads wait for each other at every step, so
+    oversubscribed engines slow down by far more than their share)."""
+    if hasattr(os, "sched_getaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+    else:  # pragma: no cover - macOS, Windows: no pinning, so the numbers only size threads
+        cores = list(range(os.cpu_count() or 1))
+    each = max(1, len(cores) // replicas)
+    return [[cores[(i * each + j) % len(cores)] for j in range(each)] for i in range(replicas)]

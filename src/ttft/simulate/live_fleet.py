@@ -5,7 +5,10 @@ point says.
 On one machine the replicas share its cores, which the simulation does not model (it gives every
 replica the calibrated speed). So each replica runs the calibration's thread count and, when the
 machine has the cores, is pinned to cores of its own: replica *i* gets the *i*-th group of
-``threads`` cores, as the calibration's engine got the first group. The gateway runs without
+``threads`` cores, as the calibration's engine got the first group. Without those cores, the
+cores are split evenly and each replica runs one thread per core of its group: slower than the
+calibration's engine, but steadily so (engines that each spin a thread on every core slow each
+other down by several times, and by how much changes from run to run). The gateway runs without
 pre-rendering or slot pins (the simulation models neither), with its in-flight cap set to the
 point's ``max_in_flight``, its routing to the point's policy, and its lanes off, or on with the
 point's settings (a lanes point, one replica included); round-robin is a simulated policy only
@@ -29,7 +32,7 @@ from ttft.engines.process import ServerProcess, free_loopback_port
 from ttft.gateway.config import LimitsConfig, RoutingConfig
 from ttft.gateway.config_checks import check_upstream_url
 from ttft.gateway.routing import affinity_key
-from ttft.simulate.cores import core_groups
+from ttft.simulate.cores import core_groups, shared_cores
 from ttft.simulate.gateway_sim import Lanes
 from ttft.workload.requests import WorkItem
 
@@ -133,11 +136,13 @@ def embedded_fleet(
     from ttft.simulate.targets import launch_own
 
     groups = core_groups(replicas, threads)
+    if groups is None:  # too few cores for the calibration's threads each: split them
+        groups = shared_cores(replicas)
+        threads = len(groups[0])
     with contextlib.ExitStack() as stack:
         engines: list[RunningEngine | RunningVllm] = []
         for i in range(replicas):
-            cores = groups[i] if groups else None
-            running = launch_own(kind, slots, batch_tokens, threads, cores, model)
+            running = launch_own(kind, slots, batch_tokens, threads, groups[i], model)
             stack.callback(running.stop)
             engines.append(running)
         urls = [check_upstream_url(e.base_url, "upstream") for e in engines]

@@ -124,7 +124,7 @@ def _live(
     cal: Calibration, config: Config, url: str | None, out: dict[str, Any], say: Say
 ) -> Iterator[tuple[Target, Target, tuple[str, ...]]]:
     """(where to send, the engine to probe, the gateway's ring names or ()) for the point."""
-    from ttft.simulate.cores import core_groups
+    from ttft.simulate.cores import core_groups, shared_cores
     from ttft.simulate.live_fleet import embedded_fleet
     from ttft.simulate.targets import engine
 
@@ -150,10 +150,13 @@ def _live(
             yield live.target, live.target, ()
         return
     if config.replicas > 1 and core_groups(config.replicas, threads) is None:
+        each = len(shared_cores(config.replicas)[0])
+        ran = f"{threads} threads" if threads else "a thread per core"
         note = (
-            f"the {config.replicas} replicas share this machine's cores (calibrate with "
-            "--threads N so each gets N cores of its own): measured TTFT runs slower than "
-            "predicted"
+            f"the {config.replicas} replicas share this machine's cores: each runs {each} "
+            f"thread(s) on cores of its own, where the calibration's engine ran {ran}, so "
+            f"measured TTFT runs slower than predicted (calibrate with --threads {each} for a "
+            "like-for-like validation)"
         )
         say(f"  validate: {note}")
         out["note"] = note

@@ -10,7 +10,7 @@ import pytest
 
 from ttft.core.errors import TtftError
 from ttft.gateway.routing import Router
-from ttft.simulate.cores import core_groups
+from ttft.simulate.cores import core_groups, shared_cores
 from ttft.simulate.fleet import simulate
 from ttft.simulate.live_fleet import gateway_toml, route_keys
 from ttft.simulate.model import CostModel, EngineSettings
@@ -91,3 +91,16 @@ def test_core_groups_are_disjoint_or_none_when_the_cores_are_too_few() -> None:
     )
     assert core_groups(cores + 1, 1) is None
     assert core_groups(2, None) is None
+
+
+def test_shared_cores_split_the_cores_evenly_and_wrap_when_replicas_outnumber_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Replicas without cores of their own each get an equal group (the remainder unused, so
+    they run alike); more replicas than cores share single cores round the list."""
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3, 5})
+    assert shared_cores(2) == [[0, 1], [2, 3]]
+    assert shared_cores(1) == [[0, 1, 2, 3, 5]]
+    assert shared_cores(7) == [[0], [1], [2], [3], [5], [0], [1]]
