@@ -251,6 +251,7 @@ def auto_workers() -> int:
         return 1
     return min(MAX_WORKERS, available_cores())
 
+
 # The keys a file may have at its top level (tables included).
 TOP_KEYS = (
     "listen",
