@@ -25,6 +25,7 @@ from ttft.load.workload_cells import build_cells
 from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop
 from ttft.workload.builders import length_buckets, shared_prefix
 from ttft.workload.conversations import read_conversations, synthesize
+from ttft.workload.exact_length import BARE, PromptFrame
 from ttft.workload.ramp import count_within
 from ttft.workload.requests import WorkItem
 from ttft.workload.spec import WorkloadSpec
@@ -94,7 +95,7 @@ def _count(spec: WorkloadSpec, arrival: Arrival) -> int:
 
 
 def _more(
-    spec: WorkloadSpec, tokenizer: Tokenizer | None, bucket: int, seed: str, overhead: int
+    spec: WorkloadSpec, tokenizer: Tokenizer | None, bucket: int, seed: str, frame: PromptFrame
 ) -> Callable[[int], WorkItem] | None:
     """Builds item ``i`` of a timed closed-loop cell's series (None: files are reused)."""
     if tokenizer is None or spec.prompt_file is not None or spec.sharegpt_file is not None:
@@ -110,7 +111,7 @@ def _more(
         1,
         max_tokens=spec.max_tokens,
         api=spec.api,
-        template_overhead=overhead,
+        frame=frame,
         seed=seed,
         start=i,
     )[0]
@@ -149,7 +150,7 @@ class _Ticks:
 
 
 def _session_cells(
-    spec: WorkloadSpec, tokenizer: Tokenizer | None, overhead: int, progress: Progress | None
+    spec: WorkloadSpec, tokenizer: Tokenizer | None, frame: PromptFrame, progress: Progress | None
 ) -> tuple[list[CellPlan], list[WorkItem]]:
     sessions = spec.sessions
     assert sessions is not None
@@ -191,7 +192,7 @@ def _session_cells(
             [min(spec.buckets)],
             spec.warmup,
             max_tokens=spec.max_tokens,
-            template_overhead=overhead,
+            frame=frame,
             seed=f"{spec.seed}/warmup",
         )
         if spec.warmup and tokenizer is not None
@@ -204,14 +205,14 @@ def expand_cells(
     spec: WorkloadSpec,
     tokenizer: Tokenizer | None,
     *,
-    template_overhead: int = 0,
+    frame: PromptFrame = BARE,
     progress: Progress | None = None,
 ) -> tuple[list[CellPlan], list[WorkItem]]:
     """Cells in run order (repeat-major, then bucket, then load level) and the warm-up items."""
     if not needs_expansion(spec):
-        return build_cells(spec, tokenizer, template_overhead=template_overhead, progress=progress)
+        return build_cells(spec, tokenizer, frame=frame, progress=progress)
     if spec.sessions is not None:
-        return _session_cells(spec, tokenizer, template_overhead, progress)
+        return _session_cells(spec, tokenizer, frame, progress)
     uses_files = spec.prompt_file is not None or spec.sharegpt_file is not None
     buckets: Sequence[int] = [spec.buckets[0]] if uses_files or spec.shared_prefix else spec.buckets
     per_run = sum(_count(spec, a) for a in spec.arrivals) * len(buckets)
@@ -232,13 +233,13 @@ def expand_cells(
                     seed=seed,
                 )
                 built, lead = build_cells(
-                    one, tokenizer, template_overhead=template_overhead, progress=ticks
+                    one, tokenizer, frame=frame, progress=ticks
                 )
                 ticks.next_call()
                 warm.extend(lead)
                 for plan in built:
                     more = _more(
-                        spec, tokenizer, bucket, f"{seed}/{arrival.label()}", template_overhead
+                        spec, tokenizer, bucket, f"{seed}/{arrival.label()}", frame
                     )
                     plan.repeat = repeat if spec.repeat > 1 else None
                     plan.loop = _loop(spec, plan, more)

@@ -22,10 +22,10 @@ from ttft.core.slo import Slo
 from ttft.core.summary import BenchSummary, summarize_run
 from ttft.core.target import Target
 from ttft.engines.control import ServerTokenizer
-from ttft.load.calibrate import template_overhead_without_inference
+from ttft.load.calibrate import prompt_frame
 from ttft.load.health_probe import client_probe
 from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
-from ttft.workload.exact_length import text_of_tokens
+from ttft.workload.exact_length import BARE
 
 COLD_CELL = "cold start"
 
@@ -66,8 +66,9 @@ def measure_cold_starts(
         with launch() as engine:
             target = Target(engine.base_url, engine.model_name, engine.metrics_url, "llamacpp")
             tokenizer = ServerTokenizer(target)
-            overhead = template_overhead_without_inference(target, tokenizer) or 0
-            text = text_of_tokens(tokenizer, max(1, prompt_tokens - overhead), f"ttft/cold/{index}")
+            frame = prompt_frame(target, tokenizer, "chat") or BARE
+            seed = f"ttft/cold/{index}"
+            text = frame.content(tokenizer, max(prompt_tokens, frame.overhead + 1), seed)
             body = {
                 "messages": [{"role": "user", "content": text}],
                 "max_tokens": 1,

@@ -20,7 +20,7 @@ from ttft.core.slo import Slo
 from ttft.core.summary import BenchSummary, summarize_run
 from ttft.core.target import Target
 from ttft.load.bench import run_cells
-from ttft.load.calibrate import template_overhead, template_overhead_without_inference
+from ttft.load.calibrate import prompt_frame, template_overhead
 from ttft.load.cells import SaturationGate, describe_workload, expand_cells
 from ttft.load.fleet_setup import WorkerSetup
 from ttft.load.health_verdicts import attach_health
@@ -29,6 +29,7 @@ from ttft.load.results import BenchResult
 from ttft.load.runner import CellPlan
 from ttft.load.sink import RESULTS_SCHEMA, JsonlSink
 from ttft.workload.arrival import ClosedLoop
+from ttft.workload.exact_length import BARE, PromptFrame
 from ttft.workload.spec import WorkloadSpec
 from ttft.workload.tokenizer import Tokenizer
 
@@ -65,22 +66,25 @@ def _calibrate(
     fresh_server: bool,
     hooks: SessionHooks,
     notes: list[str],
-) -> tuple[int | None, bool]:
-    """The chat template's own tokens (so bucket lengths are what the server processes), and
-    whether the next request is still the server's first (a calibration request may take it)."""
+) -> tuple[PromptFrame | None, bool]:
+    """How the server counts a prompt around its content (so bucket lengths are what it
+    processes; None: only the content is counted), and whether the next request is still the
+    server's first (a calibration request may take it)."""
     uses_files = spec.prompt_file is not None or spec.sharegpt_file is not None
     if tokenizer is None or uses_files or spec.shared_prefix is not None or spec.trace:
-        return 0, fresh_server
+        return BARE, fresh_server
     _stage(hooks, "measuring the chat template's own tokens")
-    overhead = template_overhead_without_inference(target, tokenizer) if spec.api == "chat" else 0
+    frame = prompt_frame(target, tokenizer, spec.api)
+    if frame is not None or spec.api != "chat":
+        return frame or BARE, fresh_server
+    overhead = asyncio.run(template_overhead(target, tokenizer, spec.api))
+    if fresh_server:
+        fresh_server = False  # that request was the cold one; it is not comparable
+        notes.append("calibration took the server's first request: no cold figure")
     if overhead is None:
-        overhead = asyncio.run(template_overhead(target, tokenizer, spec.api))
-        if fresh_server:
-            fresh_server = False  # that request was the cold one; it is not comparable
-            notes.append("calibration took the server's first request: no cold figure")
-        if overhead is None:
-            notes.append("the server reports no token usage: bucket lengths count the content only")
-    return overhead, fresh_server
+        notes.append("the server reports no token usage: bucket lengths count the content only")
+        return None, fresh_server
+    return PromptFrame(overhead), fresh_server
 
 
 def run_session(
@@ -100,7 +104,8 @@ def run_session(
     request after a start is reported apart), the warm-up (kept, not counted), then each cell."""
     hooks = hooks or SessionHooks()
     notes: list[str] = []
-    overhead, fresh_server = _calibrate(target, spec, tokenizer, fresh_server, hooks, notes)
+    frame, fresh_server = _calibrate(target, spec, tokenizer, fresh_server, hooks, notes)
+    overhead = None if frame is None else frame.overhead
     if spec.max_in_flight is not None:
         notes.append(
             f"client_wait includes time requests waited for your --max-in-flight "
@@ -111,7 +116,7 @@ def run_session(
     # cell a prefix-cache hit.
     lead_spec = dataclasses.replace(spec, warmup=spec.warmup + (1 if fresh_server else 0))
     cells, lead_items = expand_cells(
-        lead_spec, tokenizer, template_overhead=overhead or 0, progress=hooks.on_build
+        lead_spec, tokenizer, frame=frame or BARE, progress=hooks.on_build
     )
     for plan in cells:
         extra = plan.meta.get("notes")  # what building a cell found (a trace's notes)

@@ -8,6 +8,7 @@ from ttft.core.errors import TtftError
 from ttft.load.runner import CellPlan
 from ttft.workload.arrival import Arrival, OpenLoop, Replay
 from ttft.workload.builders import from_jsonl, from_sharegpt, length_buckets, shared_prefix
+from ttft.workload.exact_length import BARE, PromptFrame
 from ttft.workload.requests import WorkItem
 from ttft.workload.spec import WorkloadSpec
 from ttft.workload.tokenizer import Tokenizer
@@ -52,7 +53,7 @@ def build_cells(
     spec: WorkloadSpec,
     tokenizer: Tokenizer | None,
     *,
-    template_overhead: int = 0,
+    frame: PromptFrame = BARE,
     progress: Progress | None = None,
 ) -> tuple[list[CellPlan], list[WorkItem]]:
     """Cells in run order (bucket-major, then arrival) and the warm-up items.
@@ -115,7 +116,7 @@ def build_cells(
                 spec.requests,
                 max_tokens=spec.max_tokens,
                 api=spec.api,
-                template_overhead=template_overhead,
+                frame=frame,
                 seed=f"{spec.seed}/{arrival.label()}",
                 progress=tick,
             )
@@ -127,7 +128,7 @@ def build_cells(
             spec.warmup,
             max_tokens=spec.max_tokens,
             api=spec.api,
-            template_overhead=template_overhead,
+            frame=frame,
             seed=f"{spec.seed}/warmup",
             progress=tick,
         )

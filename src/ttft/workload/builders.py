@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ttft.core.errors import TtftError
-from ttft.workload.exact_length import text_of_tokens
+from ttft.workload.exact_length import BARE, PromptFrame, text_of_tokens
 from ttft.workload.request_log import parse_request, read_bodies
 from ttft.workload.requests import ApiStyle, WorkItem, chat_body, completion_body
 from ttft.workload.tokenizer import Tokenizer
@@ -23,27 +23,27 @@ def length_buckets(
     *,
     max_tokens: int = 1,
     api: ApiStyle = "chat",
-    template_overhead: int = 0,
+    frame: PromptFrame = BARE,
     seed: str = "ttft",
     progress: Progress | None = None,
     start: int = 0,
 ) -> list[WorkItem]:
     """``per_bucket`` prompts of each length; each prompt totals ``bucket`` tokens as the server
-    counts them (content + ``template_overhead``), distinct from each other from the first token.
-    ``start`` numbers them from there (a timed cell building more of the same series).
+    counts them (``frame``: the server's template and special tokens around the content),
+    distinct from each other from the first token. ``start`` numbers them from there (a timed
+    cell building more of the same series).
     """
     items: list[WorkItem] = []
     total = len(buckets) * per_bucket
     for length in buckets:
-        content_tokens = length - template_overhead
-        if content_tokens < 1:
+        if length - frame.overhead < 1:
             raise TtftError(
-                f"bucket {length} is shorter than the chat template's own {template_overhead} "
-                "tokens",
+                f"bucket {length} is shorter than the server's own {frame.overhead} tokens "
+                "around a prompt (its chat template)",
                 "use longer buckets, or --api completions",
             )
         for i in range(start, start + per_bucket):
-            text = text_of_tokens(tokenizer, content_tokens, f"{seed}/{length}/{i}")
+            text = frame.content(tokenizer, length, f"{seed}/{length}/{i}")
             body = (
                 chat_body([{"role": "user", "content": text}], max_tokens)
                 if api == "chat"

@@ -2,9 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from ttft.core.errors import TtftError
 from ttft.workload.text_source import sentence_text
 from ttft.workload.tokenizer import Tokenizer
+
+Count = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class PromptFrame:
+    """How a server counts a prompt built around a content text.
+
+    ``overhead``: the tokens it adds of its own (a chat template's, the BOS). ``count``, where
+    the server can say: the exact total for a content, which is not always the content's own
+    tokens plus ``overhead``: a tokenizer may merge across the seam (Gemma's joins a final "."
+    with the "<" of a ChatML template's "<|im_end|>", one token short in ~6% of prompts).
+    """
+
+    overhead: int = 0
+    count: Count | None = None
+
+    def content(self, tokenizer: Tokenizer, total: int, seed: str, lead: str = "") -> str:
+        """A content text that comes to ``total`` tokens in this frame."""
+        if self.count is None:
+            return text_of_tokens(tokenizer, total - self.overhead, seed, lead)
+        return _fit(tokenizer, total, seed, lead, self.count, total - self.overhead)
+
+
+BARE = PromptFrame()  # the content is the whole prompt, as the tokenizer counts it
 
 
 def text_of_tokens(tokenizer: Tokenizer, n_tokens: int, seed: str, lead: str = "") -> str:
@@ -14,23 +42,47 @@ def text_of_tokens(tokenizer: Tokenizer, n_tokens: int, seed: str, lead: str = "
     is re-checked and the cut moved until the count is exact. ``lead`` starts the text (a space
     makes a block that joins cleanly after another one: see ``workload/mooncake.py``).
     """
-    if n_tokens <= 0:
-        return ""
-    n_words = max(8, int(n_tokens * 1.1) + 8)
-    ids = tokenizer.encode(lead + sentence_text(seed, n_words))
-    while len(ids) < n_tokens + 4:
-        n_words *= 2
-        ids = tokenizer.encode(lead + sentence_text(seed, n_words))
-    cut = n_tokens
-    for _ in range(12):
-        text = tokenizer.decode(ids[:cut])
-        got = len(tokenizer.encode(text))
-        if got == n_tokens:
+    return _fit(tokenizer, n_tokens, seed, lead, lambda text: len(tokenizer.encode(text)), n_tokens)
+
+
+def _fit(tokenizer: Tokenizer, total: int, seed: str, lead: str, count: Count, cut: int) -> str:
+    """A prefix of the seed's prose, cut at ``cut`` tokens first and moved until ``count``
+    gives ``total``. Where no cut of that prose gives it (the frame merges a final "." into the
+    template: one cut counts a token short, the next a token over), other prose of the same
+    seed is tried."""
+    if cut <= 0:
+        if cut == total:  # nothing asked for
+            return ""
+        raise TtftError(
+            f"a prompt of {total} tokens leaves no room for content: the server adds "
+            f"{total - cut} tokens of its own",
+            "ask for longer prompts",
+        )
+    for attempt in range(4):
+        text = _cut_to_count(tokenizer, total, seed if attempt == 0 else f"{seed}~{attempt}",
+                             lead, count, cut)  # fmt: skip
+        if text is not None:
             return text
-        cut += n_tokens - got
-        if cut <= 0 or cut > len(ids):
-            break
     raise TtftError(
-        f"could not build a text of exactly {n_tokens} tokens with this tokenizer",
+        f"could not build a text of exactly {total} tokens with this tokenizer",
         "use another --tokenizer, or a prompt file with texts of the lengths you need",
     )
+
+
+def _cut_to_count(
+    tokenizer: Tokenizer, total: int, seed: str, lead: str, count: Count, cut: int
+) -> str | None:
+    n_words = max(8, int(cut * 1.1) + 8)
+    ids = tokenizer.encode(lead + sentence_text(seed, n_words))
+    while len(ids) < cut + 4:
+        n_words *= 2
+        ids = tokenizer.encode(lead + sentence_text(seed, n_words))
+    tried: set[int] = set()
+    while cut not in tried and 0 < cut <= len(ids) and len(tried) < 12:
+        text = tokenizer.decode(ids[:cut])
+        got = count(text)
+        if got == total:
+            return text
+        tried.add(cut)
+        cut += total - got
+    return None

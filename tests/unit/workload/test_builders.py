@@ -9,7 +9,7 @@ import pytest
 
 from ttft.core.errors import TtftError
 from ttft.workload.builders import from_jsonl, from_sharegpt, length_buckets, shared_prefix
-from ttft.workload.exact_length import text_of_tokens
+from ttft.workload.exact_length import PromptFrame, text_of_tokens
 
 
 class CharPairTokenizer:
@@ -48,7 +48,7 @@ def test_text_has_exactly_the_asked_token_count(n: int) -> None:
 
 def test_bucket_prompts_total_the_bucket_after_template_overhead() -> None:
     tok = WordTokenizer()
-    items = length_buckets(tok, [64, 128], 3, template_overhead=10)
+    items = length_buckets(tok, [64, 128], 3, frame=PromptFrame(10))
     assert [i.bucket for i in items] == ["64"] * 3 + ["128"] * 3
     for item in items:
         content = item.body["messages"][0]["content"]
@@ -64,8 +64,32 @@ def test_prompts_of_a_bucket_differ_from_the_first_word_but_are_stable_across_ru
 
 
 def test_bucket_shorter_than_the_template_is_a_clear_error() -> None:
-    with pytest.raises(TtftError, match="shorter than the chat template"):
-        length_buckets(WordTokenizer(), [8], 1, template_overhead=12)
+    with pytest.raises(TtftError, match="shorter than the server's own 12 tokens"):
+        length_buckets(WordTokenizer(), [8], 1, frame=PromptFrame(12))
+
+
+def test_a_frame_that_merges_at_the_seam_still_gets_every_prompt_to_the_bucket() -> None:
+    """Where the server counts the whole prompt (``PromptFrame.count``), a content whose last
+    token merges with the template (as Gemma joins a final "." with "<|im_end|>") is cut
+    elsewhere, so the server still counts the bucket; the content's own count + the overhead
+    would have been one short for those prompts."""
+    tok = WordTokenizer()
+
+    def counted(text: str) -> int:
+        return len(tok.encode(text)) + 10 - (1 if text.endswith(".") else 0)
+
+    items = length_buckets(tok, [28, 45, 46], 3, frame=PromptFrame(10, counted))
+    contents = [i.body["messages"][0]["content"] for i in items]
+    assert all(counted(c) == int(i.bucket) for c, i in zip(contents, items, strict=True))
+    naive = [text_of_tokens(tok, int(i.bucket) - 10, f"ttft/{i.bucket}/{n % 3}")
+             for n, i in enumerate(items)]  # fmt: skip
+    assert any(t.endswith(".") for t in naive)  # the case the frame's count is there for
+
+
+def test_a_frame_with_no_room_for_content_is_a_clear_error() -> None:
+    frame = PromptFrame(30, lambda text: len(text.split()) + 30)
+    with pytest.raises(TtftError, match="leaves no room for content"):
+        frame.content(WordTokenizer(), 30, "s")
 
 
 def test_shared_prefix_requests_share_the_system_prompt_only() -> None:
