@@ -45,7 +45,7 @@ def test_prompt_lengths_hit_the_bucket_through_vllm_tokenize(bench_run: SessionR
     for record in measured:
         bucket = int(record.cell.split()[0])
         assert record.prompt_tokens is not None
-        assert abs(record.prompt_tokens - bucket) <= 1, (record.cell, record.prompt_tokens)
+        assert record.prompt_tokens == bucket, (record.cell, record.prompt_tokens)
 
 
 def test_every_rung_of_the_ladder_is_stamped_in_order(bench_run: SessionResult) -> None:
