@@ -281,3 +281,40 @@ def test_every_bucket_prompt_is_the_bucket_as_the_server_counts_it(
         seam += frame.count(naive) != bucket
     if api == "chat":
         assert seam > 0  # the merge this test is about did happen among these prompts
+
+
+def test_a_prompt_file_run_finds_nothing_an_earlier_run_left_in_the_prefix_cache(
+    tmp_path: Path,
+) -> None:
+    """The same prompt file, three runs against one engine that keeps its cache (one slot,
+    --swa-full): given the first run's seed back, the second is served from the cache (so the
+    engine and the record do show a hit); the third, with a seed of its own, computes the
+    prompt again, because its prompt starts with its own run mark (without the mark the third
+    run was a cache hit too)."""
+    text = " ".join(f"Line {i} of a support bot's long and fixed system prompt." for i in range(30))
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"messages": [{"role": "user", "content": text}]}) + "\n")
+
+    def run(name: str, *seed: str) -> tuple[str, dict[str, int]]:
+        out = tmp_path / name
+        done = subprocess.run(
+            _ttft("bench", "--url", engine.base_url, "--prompt-file", str(prompts),
+                  "--requests", "1", "--warmup", "0", "--concurrency", "1", "--out", str(out),
+                  *seed),
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        lines = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+        (record,) = [x["record"] for x in lines if x["type"] == "request"]
+        summary = json.loads((out / "summary.json").read_text())
+        return summary["meta"]["seed"], record
+
+    with launch_embedded(ctx_size=2048, parallel=1, extra_args=("--swa-full",)) as engine:
+        seed, first = run("first")
+        _, again = run("again", "--seed", seed)
+        _, fresh = run("fresh")
+    assert first["prompt_tokens"] > 300
+    assert again["cached_tokens"] >= first["prompt_tokens"] - 2, again  # the same prompt: a hit
+    # what precedes the mark's digest is shared (the template's "<|im_start|>user\n" and "["):
+    # ten tokens here, of the prompt's 360
+    assert fresh["cached_tokens"] <= 16, fresh

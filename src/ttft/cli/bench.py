@@ -118,7 +118,8 @@ from ttft.load.bench_options import PROFILES, BenchOptions
     default=None,
     help="Prompt seed: the same seed sends the same prompts. Default: a new one per run "
     "(ttft-XXXXXXXX, in the summary's meta.seed), so a run never finds an earlier run's prompts "
-    "in the server's prefix cache (a second run against the same engine would time cache hits).",
+    "in the server's prefix cache (a second run against the same engine would time cache hits); "
+    "prompts read from a file or log start with a mark made from it.",
 )
 @click.option(
     "--workers",

@@ -21,9 +21,9 @@ from ttft.engines.metrics import CommonMetric
 from ttft.engines.registry import adapter_for
 from ttft.load.gpu_sampler import GpuSource
 from ttft.probe.sampler import Sample, sample
-from ttft.prompts.transform import mark_start
 from ttft.workload.exact_length import text_of_tokens
 from ttft.workload.requests import WorkItem, chat_body
+from ttft.workload.run_mark import marked_body
 from ttft.workload.text_source import sentence_text
 from ttft.workload.tokenizer import Tokenizer
 
@@ -102,17 +102,7 @@ class DoctorContext:
         """``items`` as this run sends them: each prompt starts with the run's mark, the same
         for every request of the run (so prompts the run means to share still share it)."""
         mark = f"[{self.run}] "
-        out = []
-        for item in items:
-            body = item.body
-            messages = body.get("messages")
-            prompt = body.get("prompt")
-            if isinstance(messages, list) and messages:
-                body = {**body, "messages": mark_start(messages, mark)}
-            elif isinstance(prompt, str):
-                body = {**body, "prompt": mark + prompt}
-            out.append(replace(item, body=body))
-        return out
+        return [replace(item, body=marked_body(item.body, mark)) for item in items]
 
     def sample(self, items: Sequence[WorkItem], **options: Any) -> Sample:
         items = self.marked(items)

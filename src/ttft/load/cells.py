@@ -24,10 +24,11 @@ from ttft.load.timed import SaturationWatch, TimedLoop
 from ttft.load.workload_cells import build_cells
 from ttft.workload.arrival import Arrival, ClosedLoop, OpenLoop
 from ttft.workload.builders import length_buckets, shared_prefix
-from ttft.workload.conversations import read_conversations, synthesize
+from ttft.workload.conversations import marked_conversation, read_conversations, synthesize
 from ttft.workload.exact_length import BARE, PromptFrame
 from ttft.workload.ramp import count_within
 from ttft.workload.requests import WorkItem
+from ttft.workload.run_mark import run_mark
 from ttft.workload.spec import WorkloadSpec
 from ttft.workload.tokenizer import Tokenizer
 
@@ -158,7 +159,8 @@ def _session_cells(
     for repeat in range(spec.repeat):
         seed = repeat_seed(spec.seed, repeat)
         if sessions.conversations_file is not None:
-            conversations = read_conversations(sessions.conversations_file, sessions.sessions)
+            read = read_conversations(sessions.conversations_file, sessions.sessions)
+            conversations = [marked_conversation(c, run_mark(seed)) for c in read]
             if progress is not None:
                 progress(repeat + 1, spec.repeat)
         else:
@@ -325,14 +327,6 @@ def describe_workload(
     if spec.repeat > 1:
         summary.meta["repeat"] = spec.repeat
         summary.meta["repeat_seeds"] = [repeat_seed(spec.seed, r) for r in range(spec.repeat)]
-        from_file = spec.prompt_file or spec.sharegpt_file
-        if spec.sessions is not None:
-            from_file = from_file or spec.sessions.conversations_file
-        if from_file:
-            notes.append(
-                f"--repeat sends the same prompts from {from_file} in every repeat (a file has "
-                "no seed): a later repeat may be served from the prefix cache of an earlier one"
-            )
     if spec.sessions is not None:
         summary.meta["sessions"] = {
             "sessions": spec.sessions.sessions,

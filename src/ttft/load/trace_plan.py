@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ttft.core.errors import TtftError
@@ -19,6 +19,7 @@ from ttft.load.runner import CellPlan
 from ttft.workload.arrival import Replay
 from ttft.workload.mooncake import mooncake_items
 from ttft.workload.requests import ApiStyle, WorkItem, chat_body, completion_body
+from ttft.workload.run_mark import marked_body, run_mark
 from ttft.workload.spec import WorkloadSpec
 from ttft.workload.tokenizer import Tokenizer
 from ttft.workload.trace import Trace, TraceRequest, TraceSpec, read_trace
@@ -109,8 +110,10 @@ def trace_cells(
         api: ApiStyle = spec.api
     else:
         items = []
+        mark = run_mark(spec.seed)  # a request log's prompts are the same in every run
         for request in trace.requests:
-            items.append(body_item(request, spec.trace.max_tokens))
+            item = body_item(request, spec.trace.max_tokens)
+            items.append(replace(item, body=marked_body(item.body, mark)))
             if progress is not None:
                 progress(len(items), len(trace.requests))
         api = items[0].api

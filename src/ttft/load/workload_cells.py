@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from ttft.core.errors import TtftError
 from ttft.load.runner import CellPlan
@@ -10,6 +11,7 @@ from ttft.workload.arrival import Arrival, OpenLoop, Replay
 from ttft.workload.builders import from_jsonl, from_sharegpt, length_buckets, shared_prefix
 from ttft.workload.exact_length import BARE, PromptFrame
 from ttft.workload.requests import WorkItem
+from ttft.workload.run_mark import marked_body, run_mark
 from ttft.workload.spec import WorkloadSpec
 from ttft.workload.tokenizer import Tokenizer
 
@@ -37,12 +39,14 @@ def check_fits_context(spec: WorkloadSpec, limit: int | None) -> None:
 
 
 def _file_items(spec: WorkloadSpec) -> list[WorkItem]:
+    """The file's prompts, each starting with the run's mark (``workload/run_mark.py``)."""
     if spec.prompt_file is not None:
         items = from_jsonl(spec.prompt_file, max_tokens=spec.max_tokens)
     else:
         assert spec.sharegpt_file is not None
         items = from_sharegpt(spec.sharegpt_file, max_tokens=spec.max_tokens)
-    return items
+    mark = run_mark(spec.seed)
+    return [replace(item, body=marked_body(item.body, mark)) for item in items]
 
 
 def _cycle(items: Sequence[WorkItem], count: int, offset: int) -> list[WorkItem]:

@@ -23,27 +23,6 @@ _SENTENCE_STOP = re.compile(r"[.!?。！？](?=\s|$)")
 _SENTENCE_CHARS = 2000  # a "sentence" longer than this is not one: its line is moved
 
 
-def mark_start(messages: list[dict[str, Any]], marker: str) -> list[dict[str, Any]]:
-    """``messages`` with ``marker`` in front of the first message's text (a copy).
-
-    A replay that starts its prompts with a mark of its own finds nothing that an earlier replay
-    of the same prompts left in the engine's prefix cache: a service that is not restarted
-    between two measurements keeps them, and the second would read as cached what the first
-    computed. Within one replay the prompts share the mark, so their common prefix still counts.
-    """
-    if not messages:
-        return messages
-    first = dict(messages[0])
-    content = first.get("content")
-    if isinstance(content, str):
-        first["content"] = marker + content
-    elif isinstance(content, list):
-        first["content"] = [{"type": "text", "text": marker}, *content]
-    else:  # no text to mark (a tool call): a system line of its own goes first
-        return [{"role": "system", "content": marker}, *messages]
-    return [first, *messages[1:]]
-
-
 def move_unit(text: str, start: int, end: int, *, sentence: bool = False) -> tuple[int, int]:
     """The range to move for a dynamic value at ``text[start:end]``: its line, or its sentence
     when the line is a paragraph or when ``sentence`` asks for it (a few-shot turn, where a whole

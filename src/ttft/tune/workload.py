@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from ttft.core.errors import TtftError
 from ttft.prompts.log_analysis import analyse_bodies, analyse_log
-from ttft.prompts.transform import mark_start
 from ttft.workload.request_log import load_request_log
 from ttft.workload.requests import WorkItem, chat_body
+from ttft.workload.run_mark import mark_start
 from ttft.workload.text_source import sentence_text
 
 # unique: every request its own prompt of prefix_words (the prompt-length axis, no cache hits)

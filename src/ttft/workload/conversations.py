@@ -16,6 +16,7 @@ from typing import Any
 from ttft.core.errors import TtftError
 from ttft.workload.exact_length import text_of_tokens
 from ttft.workload.request_log import read_bodies
+from ttft.workload.run_mark import mark_start
 from ttft.workload.tokenizer import Tokenizer
 
 _FILE_HELP = (
@@ -137,6 +138,15 @@ def _conversation(path: Path, line_no: int, body: dict[str, Any]) -> Conversatio
     if not users:
         raise TtftError(f"{path}:{line_no}: the conversation has no user turn", _FILE_HELP)
     return Conversation(tuple(prefix), tuple(users))
+
+
+def marked_conversation(conversation: Conversation, mark: str) -> Conversation:
+    """``conversation`` starting with the run's ``mark`` (``workload/run_mark.py``): in front of
+    its system prompt, else of its first user turn."""
+    if conversation.prefix:
+        return Conversation(tuple(mark_start(list(conversation.prefix), mark)), conversation.users)
+    first, *rest = conversation.users
+    return Conversation((), (mark + first, *rest))
 
 
 def read_conversations(path: Path, limit: int | None = None) -> list[Conversation]:

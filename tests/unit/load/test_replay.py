@@ -18,6 +18,7 @@ from ttft.load.runner import CellPlan, Runner
 from ttft.load.trace_plan import body_item, measure_reuse, trace_cells
 from ttft.workload.arrival import Replay
 from ttft.workload.requests import WorkItem
+from ttft.workload.run_mark import run_mark
 from ttft.workload.spec import WorkloadSpec
 from ttft.workload.trace import TraceRequest, TraceSpec
 
@@ -104,7 +105,9 @@ def test_a_jsonl_trace_is_one_replay_cell_with_warm_up_requests_of_its_own(tmp_p
     assert plan.cell == "prod replay x4"
     assert isinstance(plan.arrival, Replay)
     assert plan.arrival.schedule_ns(3) == [0, 125 * MS, 500 * MS]
-    assert [item.body["prompt"] for item in plan.items] == ["p0.0", "p0.5", "p2.0"]
+    mark = run_mark(spec.seed)  # the run's mark first: a log's prompts repeat in every run
+    prompts = [item.body["prompt"] for item in plan.items]
+    assert prompts == [mark + p for p in ("p0.0", "p0.5", "p2.0")]
     assert len(warm) == 2 and all(w.api == "completions" for w in warm)
     assert not {str(w.body["prompt"]) for w in warm} & {"p0.0", "p0.5", "p2.0"}
 
