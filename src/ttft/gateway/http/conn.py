@@ -17,16 +17,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, cast
+from collections.abc import Awaitable, Callable
+from typing import Protocol, cast
 
 from ttft.gateway.errors import GatewayError
-from ttft.gateway.http.budget import BodyIntake, server_busy
+from ttft.gateway.http.budget import BodyBudget, BodyIntake, server_busy
 from ttft.gateway.http.response import Response
 from ttft.gateway.http.socket_side import SocketSide
 from ttft.gateway.http.wire import BadHead, HeadParser, Request, framing, plain_head
+from ttft.gateway.log_limit import ThrottledLog
 
-if TYPE_CHECKING:
-    from ttft.gateway.http.server import HttpServer
+Handler = Callable[[Request, Response], Awaitable[None]]
+# Checks a request from its head alone; raises GatewayError to refuse it before its body.
+# Returns who the request counts against in the body budget (its key), or None: its address.
+Precheck = Callable[[Request], str | None]
 
 
 _clock = time.perf_counter_ns
@@ -35,10 +39,40 @@ _clock = time.perf_counter_ns
 _PIPELINE_SLACK = 16 * 1024
 
 
+class ConnectionHost(Protocol):
+    """What a connection uses of the server that accepted it (``server.HttpServer``): the
+    handler and its precheck, the limits and deadlines, the shared body budget, the connection
+    count (``opened`` may refuse one), the refused connections left to linger, the quiet log."""
+
+    handler: Handler
+    precheck: Precheck | None
+    max_header_bytes: int
+    max_body_bytes: int
+    body_timeout_s: float
+    first_request_timeout_s: float
+    read_timeout_s: float
+    idle_timeout_s: float
+    write_timeout_s: float
+    stall_timeout_s: float
+    body_budget: BodyBudget
+    lingering: set[Connection]
+    max_lingering: int
+    quiet_log: ThrottledLog
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None: ...
+
+    def now(self) -> float: ...
+
+    def opened(self, conn: Connection) -> GatewayError | None: ...
+
+    def closed(self, conn: Connection) -> None: ...
+
+
 class Connection(SocketSide):
     """One client connection: parses requests, runs the handler, one request at a time."""
 
-    def __init__(self, server: HttpServer) -> None:
+    def __init__(self, server: ConnectionHost) -> None:
         super().__init__(server.now)
         self.server = server
         self.http11 = True
@@ -70,7 +104,7 @@ class Connection(SocketSide):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client = str(peer[0]) if isinstance(peer, tuple) else self.peer
-        refusal = self.server._opened(self)
+        refusal = self.server.opened(self)
         if refusal is not None:
             # Lingering keeps the answer from a reset by unread request bytes, but holds a
             # descriptor until the client closes: 2,000 idle connections from one address ran
@@ -113,7 +147,7 @@ class Connection(SocketSide):
         self._disarm()
         self._write_deadline = None
         self._release_budget()
-        self.server._closed(self)
+        self.server.closed(self)
         task = self._task
         if task is not None and not task.done():
             task.cancel()  # the client is gone: the handler stops its upstream request

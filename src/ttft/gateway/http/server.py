@@ -2,7 +2,8 @@
 
 Each connection (``conn``) parses and answers its requests; the server holds what they
 share: the connection counts (in all and per client address), the budget for request bodies in
-flight, the sweeper that enforces every connection's deadline, and a quiet accept log.
+flight, the sweeper that enforces every connection's deadline, and a quiet accept log. What a
+connection may use of its server is ``conn.ConnectionHost``: imports point from here to there.
 """
 
 from __future__ import annotations
@@ -10,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 
 from ttft.gateway.errors import GatewayError
 from ttft.gateway.http.budget import BodyBudget, client_share
-from ttft.gateway.http.conn import Connection
+from ttft.gateway.http.conn import Connection, Handler, Precheck
 from ttft.gateway.http.limits import clamp_connections, file_limit, install_accept_log
 from ttft.gateway.http.response import Response
 from ttft.gateway.http.wire import Request
@@ -22,10 +22,6 @@ from ttft.gateway.log_limit import ThrottledLog
 
 log = logging.getLogger("ttft.gateway")
 
-Handler = Callable[[Request, Response], Awaitable[None]]
-# Checks a request from its head alone; raises GatewayError to refuse it before its body.
-# Returns who the request counts against in the body budget (its key), or None: its address.
-Precheck = Callable[[Request], str | None]
 _Connection = Connection  # the name tests patch
 
 
@@ -83,7 +79,7 @@ class HttpServer:
         self.host = ""
         self.port = 0
 
-    def _opened(self, conn: Connection) -> GatewayError | None:
+    def opened(self, conn: Connection) -> GatewayError | None:
         """Count a new connection, or say why it is refused."""
         if len(self.connections) >= self.max_connections:
             self.refused_connections += 1
@@ -109,7 +105,7 @@ class HttpServer:
         self.connections.add(conn)
         return None
 
-    def _closed(self, conn: Connection) -> None:
+    def closed(self, conn: Connection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
             left = self.per_client.get(conn.client, 1) - 1
