@@ -140,6 +140,12 @@ class ModelRuntime:
     def upstream_model(self) -> str:
         return self.config.upstream_model or self.config.name
 
+    def client_room(self) -> int:
+        """Requests this worker's replicas of the model hold at once, in flight and queued:
+        what a client's default share is half of (``admission/shares.py``). Read per request:
+        the in-flight caps change when an engine reports its slots."""
+        return sum(r.admission.own_part + r.admission.queue_size for r in self.replicas)
+
     def answers_to(self, name: str) -> bool:
         return name in self.config.aliases or name in self.engine_names
 

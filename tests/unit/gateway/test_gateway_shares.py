@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any
+from dataclasses import dataclass
 
 from ttft.gateway.admission.shares import ClientShares
 from ttft.gateway.metrics import GatewayMetrics
 
 
-def _runtime(*room: tuple[int, int]) -> Any:
-    replicas = [
-        SimpleNamespace(admission=SimpleNamespace(own_part=cap, queue_size=queue))
-        for cap, queue in room
-    ]
-    return SimpleNamespace(name="m", replicas=replicas)
+@dataclass
+class _Model:
+    """A model whose replicas hold (in-flight cap, queue size) each (``shares.SharedModel``)."""
+
+    room: tuple[tuple[int, int], ...]
+    name: str = "m"
+
+    def client_room(self) -> int:
+        return sum(cap + queue for cap, queue in self.room)
+
+
+def _runtime(*room: tuple[int, int]) -> _Model:
+    return _Model(room)
 
 
 def test_with_keys_the_default_share_is_half_the_models_room() -> None:

@@ -14,11 +14,21 @@ generator such as ``ttft bench`` or ``tune``'s gateway step; it applies when con
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from ttft.gateway.errors import overloaded
 from ttft.gateway.metrics import GatewayMetrics
-from ttft.gateway.runtime import ModelRuntime
 
 REASON = "client_limit"
+
+
+class SharedModel(Protocol):
+    """What a share reads of a model (``runtime.ModelRuntime``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def client_room(self) -> int: ...
 
 
 class ClientShares:
@@ -32,16 +42,14 @@ class ClientShares:
         self.metrics = metrics
         self.held: dict[tuple[str, str], int] = {}
 
-    def limit(self, runtime: ModelRuntime) -> int:
+    def limit(self, runtime: SharedModel) -> int:
         if self.configured is not None:
             return self.configured
         if not self.keyed:
             return 0
-        # Read per request: the in-flight caps change when an engine reports its slots.
-        room = sum(r.admission.own_part + r.admission.queue_size for r in runtime.replicas)
-        return max(1, room // 2)
+        return max(1, runtime.client_room() // 2)
 
-    def take(self, client: str, runtime: ModelRuntime) -> tuple[str, str]:
+    def take(self, client: str, runtime: SharedModel) -> tuple[str, str]:
         """Count one request of ``client``, refused over the limit; the caller gives the
         returned slot to ``give_back`` when the request ends. Not a context manager: a
         generator-based one cost a generator and two extra frames on every request."""
