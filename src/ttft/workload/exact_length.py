@@ -48,8 +48,8 @@ def text_of_tokens(tokenizer: Tokenizer, n_tokens: int, seed: str, lead: str = "
 def _fit(tokenizer: Tokenizer, total: int, seed: str, lead: str, count: Count, cut: int) -> str:
     """A prefix of the seed's prose, cut at ``cut`` tokens first and moved until ``count``
     gives ``total``. Where no cut of that prose gives it (the frame merges a final "." into the
-    template: one cut counts a token short, the next a token over), other prose of the same
-    seed is tried."""
+    template: one cut counts a token short, the next a token over), the joining token is
+    swapped for a later one; failing that, other prose of the same seed is tried."""
     if cut <= 0:
         if cut == total:  # nothing asked for
             return ""
@@ -74,15 +74,23 @@ def _cut_to_count(
 ) -> str | None:
     n_words = max(8, int(cut * 1.1) + 8)
     ids = tokenizer.encode(lead + sentence_text(seed, n_words))
-    while len(ids) < cut + 4:
+    while len(ids) < cut + 8:
         n_words *= 2
         ids = tokenizer.encode(lead + sentence_text(seed, n_words))
-    tried: set[int] = set()
-    while cut not in tried and 0 < cut <= len(ids) and len(tried) < 12:
+    counted: dict[int, int] = {}
+    while cut not in counted and 0 < cut <= len(ids) and len(counted) < 12:
         text = tokenizer.decode(ids[:cut])
         got = count(text)
         if got == total:
             return text
-        tried.add(cut)
+        counted[cut] = got
         cut += total - got
+    # No cut gives the total: the count skips it where the last token joins the frame (a
+    # final "." with the "<" of the template's "<|im_end|>": one cut a token short, the next a
+    # token over). The tokens before that one, then one of the prose's next tokens instead.
+    for short in (c for c, got in counted.items() if got == total - 1 and c > 1):
+        for later in range(short, min(short + 4, len(ids))):
+            text = tokenizer.decode([*ids[: short - 1], ids[later]])
+            if count(text) == total:
+                return text
     return None

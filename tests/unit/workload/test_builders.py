@@ -162,3 +162,31 @@ def test_sharegpt_takes_the_first_human_turn(tmp_path: Path) -> None:
 def test_char_pair_tokenizer_exact_length_needs_no_decode_when_it_fails_loudly() -> None:
     with pytest.raises(AssertionError):
         text_of_tokens(CharPairTokenizer(), 5, "x")
+
+
+class OneProseTokenizer:
+    """Every prose is the same ten-word sentence and more (ids 0..39), so every attempt with
+    other prose meets the same sentence end."""
+
+    def __init__(self) -> None:
+        self.words = [f"w{i}" for i in range(40)]
+        self.words[9] = "end."
+
+    def encode(self, text: str) -> list[int]:
+        return list(range(40))
+
+    def decode(self, ids: list[int]) -> str:
+        return " ".join(self.words[i] for i in ids)
+
+
+def test_a_token_that_joins_the_frame_is_swapped_when_no_cut_gives_the_count() -> None:
+    """A count that skips the total at a sentence end (cut 10 ends in "end." and counts one
+    short, cut 11 one over), in every prose tried: the content keeps the nine words before the
+    sentence end and takes the next word instead, which the frame counts exactly."""
+
+    def counted(text: str) -> int:
+        return len(text.split()) + 10 - (1 if text.endswith(".") else 0)
+
+    content = PromptFrame(10, counted).content(OneProseTokenizer(), 20, "s")
+    assert counted(content) == 20
+    assert content == " ".join(f"w{i}" for i in (*range(9), 10))
