@@ -95,7 +95,7 @@ def execute(options: BenchOptions) -> None:
     records_path = out_dir / "records.jsonl"
     console.print(
         f"[bold]ttft bench[/bold] ({profile} defaults): {describe_workload(spec)}; "
-        f"records -> {records_path}"
+        f"records -> {records_path}; seed {spec.seed} (--seed builds the same prompts)"
     )
     with _target(options, spec, console) as (target, fresh):
         check_fits(spec, ControlClient(target).context_limit())
