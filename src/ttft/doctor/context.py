@@ -7,7 +7,7 @@ import statistics
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ttft.core.errors import TtftError
@@ -23,7 +23,7 @@ from ttft.load.gpu_sampler import GpuSource
 from ttft.probe.sampler import Sample, sample
 from ttft.workload.exact_length import text_of_tokens
 from ttft.workload.requests import WorkItem, chat_body
-from ttft.workload.run_mark import marked_body
+from ttft.workload.run_mark import marked_items
 from ttft.workload.text_source import sentence_text
 from ttft.workload.tokenizer import Tokenizer
 
@@ -102,7 +102,7 @@ class DoctorContext:
         """``items`` as this run sends them: each prompt starts with the run's mark, the same
         for every request of the run (so prompts the run means to share still share it)."""
         mark = f"[{self.run}] "
-        return [replace(item, body=marked_body(item.body, mark)) for item in items]
+        return marked_items(items, mark)
 
     def sample(self, items: Sequence[WorkItem], **options: Any) -> Sample:
         items = self.marked(items)

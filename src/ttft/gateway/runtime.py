@@ -144,7 +144,11 @@ class ModelRuntime:
         """Requests this worker's replicas of the model hold at once, in flight and queued:
         what a client's default share is half of (``admission/shares.py``). Read per request:
         the in-flight caps change when an engine reports its slots."""
-        return sum(r.admission.own_part + r.admission.queue_size for r in self.replicas)
+        room = 0
+        for replica in self.replicas:  # a loop: this runs on every keyed request
+            admission = replica.admission
+            room += admission.own_part + admission.queue_size
+        return room
 
     def answers_to(self, name: str) -> bool:
         return name in self.config.aliases or name in self.engine_names

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ttft.core.errors import TtftError
@@ -19,7 +19,7 @@ from ttft.load.runner import CellPlan
 from ttft.workload.arrival import Replay
 from ttft.workload.mooncake import mooncake_items
 from ttft.workload.requests import ApiStyle, WorkItem, chat_body, completion_body
-from ttft.workload.run_mark import marked_body, run_mark
+from ttft.workload.run_mark import marked_items, run_mark
 from ttft.workload.spec import WorkloadSpec
 from ttft.workload.tokenizer import Tokenizer
 from ttft.workload.trace import Trace, TraceRequest, TraceSpec, read_trace
@@ -110,13 +110,12 @@ def trace_cells(
         api: ApiStyle = spec.api
     else:
         items = []
-        mark = run_mark(spec.seed)  # a request log's prompts are the same in every run
         for request in trace.requests:
-            item = body_item(request, spec.trace.max_tokens)
-            items.append(replace(item, body=marked_body(item.body, mark)))
+            items.append(body_item(request, spec.trace.max_tokens))
             if progress is not None:
                 progress(len(items), len(trace.requests))
         api = items[0].api
+        items = marked_items(items, run_mark(spec.seed))  # a log's prompts repeat every run
     arrival = Replay(trace.offsets_ns, spec.trace.speed)
     label = f"{trace.path.stem} {arrival.label()}"
     plan = CellPlan(label, items, arrival, max_in_flight=spec.max_in_flight)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from ttft.core.errors import TtftError
 from ttft.load.runner import CellPlan
@@ -11,7 +10,7 @@ from ttft.workload.arrival import Arrival, OpenLoop, Replay
 from ttft.workload.builders import from_jsonl, from_sharegpt, length_buckets, shared_prefix
 from ttft.workload.exact_length import BARE, PromptFrame
 from ttft.workload.requests import WorkItem
-from ttft.workload.run_mark import marked_body, run_mark
+from ttft.workload.run_mark import marked_items, run_mark
 from ttft.workload.spec import WorkloadSpec
 from ttft.workload.tokenizer import Tokenizer
 
@@ -45,8 +44,7 @@ def _file_items(spec: WorkloadSpec) -> list[WorkItem]:
     else:
         assert spec.sharegpt_file is not None
         items = from_sharegpt(spec.sharegpt_file, max_tokens=spec.max_tokens)
-    mark = run_mark(spec.seed)
-    return [replace(item, body=marked_body(item.body, mark)) for item in items]
+    return marked_items(items, run_mark(spec.seed))
 
 
 def _cycle(items: Sequence[WorkItem], count: int, offset: int) -> list[WorkItem]:

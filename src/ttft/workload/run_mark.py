@@ -11,7 +11,11 @@ carries the same mark, so the prefixes they share still share it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
+
+from ttft.workload.requests import WorkItem
 
 
 def run_mark(seed: str) -> str:
@@ -46,3 +50,8 @@ def marked_body(body: dict[str, Any], marker: str) -> dict[str, Any]:
     if isinstance(prompt, str):
         return {**body, "prompt": marker + prompt}
     return body
+
+
+def marked_items(items: Iterable[WorkItem], marker: str) -> list[WorkItem]:
+    """``items`` with ``marker`` at the start of each prompt (``marked_body``)."""
+    return [replace(item, body=marked_body(item.body, marker)) for item in items]
