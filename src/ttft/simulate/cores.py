@@ -42,3 +42,11 @@ def shared_cores(replicas: int) -> list[list[int]]:
         cores = list(range(os.cpu_count() or 1))
     each = max(1, len(cores) // replicas)
     return [[cores[(i * each + j) % len(cores)] for j in range(each)] for i in range(replicas)]
+
+
+def replica_cores(replicas: int, threads: int | None) -> tuple[list[list[int]], bool]:
+    """The cores of each replica started side by side, and whether they are cores of its own
+    for ``threads`` threads each (``core_groups``); if not, the cores split evenly
+    (``shared_cores``), each replica running a thread per core of its group."""
+    groups = core_groups(replicas, threads)
+    return (groups, True) if groups is not None else (shared_cores(replicas), False)

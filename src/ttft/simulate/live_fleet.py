@@ -32,7 +32,7 @@ from ttft.engines.process import ServerProcess, free_loopback_port
 from ttft.gateway.config import LimitsConfig, RoutingConfig
 from ttft.gateway.config_checks import check_upstream_url
 from ttft.gateway.routing import affinity_key
-from ttft.simulate.cores import core_groups, shared_cores
+from ttft.simulate.cores import replica_cores
 from ttft.simulate.gateway_sim import Lanes
 from ttft.workload.requests import WorkItem
 
@@ -135,10 +135,8 @@ def embedded_fleet(
     local ``model``) and a gateway in front, stopped when the block ends."""
     from ttft.simulate.targets import launch_own
 
-    groups = core_groups(replicas, threads)
-    if groups is None:  # too few cores for the calibration's threads each: split them
-        groups = shared_cores(replicas)
-        threads = len(groups[0])
+    groups, own = replica_cores(replicas, threads)
+    threads = threads if own else len(groups[0])
     with contextlib.ExitStack() as stack:
         engines: list[RunningEngine | RunningVllm] = []
         for i in range(replicas):

@@ -124,7 +124,7 @@ def _live(
     cal: Calibration, config: Config, url: str | None, out: dict[str, Any], say: Say
 ) -> Iterator[tuple[Target, Target, tuple[str, ...]]]:
     """(where to send, the engine to probe, the gateway's ring names or ()) for the point."""
-    from ttft.simulate.cores import core_groups, shared_cores
+    from ttft.simulate.cores import replica_cores
     from ttft.simulate.live_fleet import embedded_fleet
     from ttft.simulate.targets import engine
 
@@ -149,8 +149,9 @@ def _live(
         ) as live:
             yield live.target, live.target, ()
         return
-    if config.replicas > 1 and core_groups(config.replicas, threads) is None:
-        each = len(shared_cores(config.replicas)[0])
+    groups, own = replica_cores(config.replicas, threads)
+    if config.replicas > 1 and not own:
+        each = len(groups[0])
         ran = f"{threads} threads" if threads else "a thread per core"
         note = (
             f"the {config.replicas} replicas share this machine's cores: each runs {each} "

@@ -10,7 +10,7 @@ import pytest
 
 from ttft.core.errors import TtftError
 from ttft.gateway.routing import Router
-from ttft.simulate.cores import core_groups, shared_cores
+from ttft.simulate.cores import core_groups, replica_cores, shared_cores
 from ttft.simulate.fleet import simulate
 from ttft.simulate.live_fleet import gateway_toml, route_keys
 from ttft.simulate.model import CostModel, EngineSettings
@@ -104,3 +104,6 @@ def test_shared_cores_split_the_cores_evenly_and_wrap_when_replicas_outnumber_th
     assert shared_cores(2) == [[0, 1], [2, 3]]
     assert shared_cores(1) == [[0, 1, 2, 3, 5]]
     assert shared_cores(7) == [[0], [1], [2], [3], [5], [0], [1]]
+    assert replica_cores(2, 2) == ([[0, 1], [2, 3]], True)  # the calibration's threads fit
+    assert replica_cores(2, 3) == ([[0, 1], [2, 3]], False)  # they do not: split evenly
+    assert replica_cores(2, None) == ([[0, 1], [2, 3]], False)
