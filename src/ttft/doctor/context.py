@@ -166,9 +166,22 @@ def median(values: Sequence[float]) -> float | None:
 
 
 def ttft_ms(record: RequestRecord) -> float | None:
-    if record.sent_ns is None or record.first_content_ns is None or record.error is not None:
+    """Time to the first token, from the first chunk that carried text.
+
+    Doctor's probes ask for one token. When that one token carries no text (a JSON grammar's
+    leading blank, which the server's parser trims; a special token), the stream's end is the
+    first token's time: the server ends the stream right after its one token. Without that,
+    a prompt whose answer starts with a blank had no TTFT at all (a response_format enum did,
+    on about one request in ten).
+    """
+    if record.sent_ns is None or record.error is not None:
         return None
-    return (record.first_content_ns - record.sent_ns) / 1e6
+    first = record.first_content_ns
+    if first is None and record.completion_tokens == 1 and record.output_text_chars == 0:
+        first = record.done_ns
+    if first is None:
+        return None
+    return (first - record.sent_ns) / 1e6
 
 
 def ttfts_ms(records: Sequence[RequestRecord]) -> list[float]:

@@ -38,6 +38,18 @@ def _prefill_rate(ctx: DoctorContext, records: list[RequestRecord]) -> float | N
     return median(rates(ctx.handoff.transport_records) or rates(records))
 
 
+def _why_untimed(records: list[RequestRecord]) -> str:
+    """What the untimed requests ended with, for the note of a step that could not measure."""
+    reasons = sorted(
+        {
+            r.error.message if r.error is not None else f"HTTP {r.status}, no text in the answer"
+            for r in records
+            if ttft_ms(r) is None
+        }
+    )
+    return "; ".join(reasons) or "no answer"
+
+
 def prefix_cache(ctx: DoctorContext) -> StepResult:
     step = StepResult("prefix_cache", "Prefix cache: the same request twice")
     # Texts new to the engine in every run: a second doctor run against the same server must
@@ -138,6 +150,8 @@ def control(ctx: DoctorContext) -> StepResult:
     t_min, t_real = median(ttfts_ms(minimal)), median(ttfts_ms(real))
     if t_min is None or t_real is None:
         step.status = StepStatus.FAILED
+        which = "the minimal prompt" if t_min is None else "your prompts"
+        step.notes.append(f"no first token timed for {which}: {_why_untimed(minimal + real)}")
         return step
     tokens = median([float(r.prompt_tokens) for r in real if r.prompt_tokens is not None])
     cached = median([v for v in (_cached(r) for r in real) if v is not None]) or 0.0
