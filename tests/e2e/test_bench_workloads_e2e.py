@@ -64,14 +64,17 @@ def test_multi_turn_sessions_send_the_real_answers_and_the_cache_carries_the_his
     assert [c.cell for c in result.summary.cells] == [f"sessions=2 turn {t}" for t in (1, 2, 3)]
     by_key = {(r.session, r.turn): r for r in records}
     for (session, turn), record in by_key.items():
-        assert record.prompt_tokens is not None and record.completion_tokens == 12
+        # A real answer: at most max_tokens, fewer when the model ends its turn (7 once in CI).
+        answer = record.completion_tokens
+        assert record.prompt_tokens is not None and answer is not None and 1 <= answer <= 12
         if turn == 1:
             assert 240 < record.prompt_tokens <= 240 + 32  # content + the chat template's tokens
             continue
         before = by_key[(session, turn - 1)]
-        assert before.prompt_tokens is not None
-        # The history grew by the real answer and the new user turn...
-        assert record.prompt_tokens > before.prompt_tokens + 12 + 32
+        assert before.prompt_tokens is not None and before.completion_tokens is not None
+        # The history grew by the real answer and the new 32-token user turn (the template's
+        # tokens around both leave room for the answer's text to count a token less re-read)...
+        assert record.prompt_tokens > before.prompt_tokens + before.completion_tokens + 32
         # ...and the server found all of it but the last few tokens in its cache.
         cached = record.cached_tokens or 0
         assert cached >= before.prompt_tokens - 16, (turn, cached, before.prompt_tokens)
