@@ -132,6 +132,32 @@ def gateway_options(path: str, base_src: str | None) -> dict[str, Any] | str:
     )
 
 
+def pin_threads(pids: list[int], cpus: set[int]) -> None:
+    """Every thread of ``pids`` onto ``cpus`` (threads started later inherit it)."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(tid), cpus)
+
+
+def parse_pin(text: str | None) -> tuple[set[int], set[int]] | str:
+    """``--pin``'s proxy cores and the cores left to the client and upstream, or the error."""
+    if text is None:
+        return set(), set()
+    usable = os.sched_getaffinity(0)
+    try:
+        proxy = {int(c) for c in text.split(",")}
+    except ValueError:
+        return f"--pin takes core numbers such as 0 or 0,1, not {text!r}"
+    if not proxy <= usable or not usable - proxy:
+        return (
+            f"--pin {text}: the proxy cores must be among this process's {sorted(usable)} and "
+            "leave at least one for the client and the upstream"
+        )
+    return proxy, usable - proxy
+
+
 @dataclass
 class Sample:
     ttft_ms: list[float]
@@ -281,7 +307,20 @@ def main() -> None:
         help="a fixed per-event token interval (e.g. 5) instead of the constant-traffic shape",
     )
     parser.add_argument("--tokens", type=int, default=20, help="tokens per answer with --token-ms")
+    parser.add_argument(
+        "--pin",
+        default=None,
+        help="cores for the proxy under test (e.g. 0): every proxy runs there and the client "
+        "and the scripted upstream on the other cores, so each proxy's CPU per request is its "
+        "own work, not also the caches it shares with the two Python load processes",
+    )
     args = parser.parse_args()
+    pinned = parse_pin(args.pin)
+    if isinstance(pinned, str):
+        parser.error(pinned)
+    proxy_cores, load_cores = pinned
+    if load_cores:
+        os.sched_setaffinity(0, load_cores)  # the upstream and the proxies start from here
     levels = [int(x) for x in args.levels.split(",")]
     paths = args.paths.split(",")
     cases = [(c, streams) for c in args.clients.split(",") for streams in levels]
@@ -301,6 +340,9 @@ def main() -> None:
             urls["nginx"] = stack.enter_context(run_nginx(NGINX, upstream.base_url))
         # The proxies' processes (an nginx master and worker, a gateway), for their CPU time.
         pids = {p: listener_pids(urlsplit(u).port or 0) for p, u in urls.items() if p != "direct"}
+        if proxy_cores:
+            for proxy_pids in pids.values():
+                pin_threads(proxy_pids, proxy_cores)
         rng = random.Random(7)
         for _ in range(args.reps):
             for client, streams in cases:
@@ -325,6 +367,12 @@ def main() -> None:
     print(
         f"\nscripted upstream: first token after 20 ms, {shape_text}; "
         f"{os.cpu_count()} CPUs, load average {load:.2f}; {args.reps} rep(s)"
+        + (
+            f"; proxies pinned to cores {sorted(proxy_cores)}, client and upstream to "
+            f"{sorted(load_cores)}"
+            if proxy_cores
+            else ""
+        )
     )
     print(
         "transport = (upstream received - client sent) + (client first token - upstream "
