@@ -10,8 +10,8 @@ Measured on this machine (DESIGN.md's 2 cores) before writing them:
   of Gemma's 262k vocabulary tokens against 200 alternatives before the first token); with
   the run's mark, 76-token prompts: 1292 ms against 382 ms (100 labels: ~880 against ~400 ms, a
   thin margin over the verdict's 1.5x + 50 ms); the one token the grammar allows first is now
-  and then its leading blank, which the server trims: the answer carries no text (5% of requests
-  here; once all three of the step's real prompts, and the step failed in CI);
+  and then its leading blank, which the server trims: the answer carries no text (about one
+  request in ten here; once all three of the step's real prompts, and the step failed in CI);
 - a heavy sampling chain (top_k 0, top_p, typical_p, penalties, DRY) cost 60-74 ms over greedy
   (95% CI e.g. 71 .. 95 ms), the logged chain below 23 ms (CI 20 .. 27); top_k 40 before top_p
   cost 1 ms (CI -5 .. 5);
