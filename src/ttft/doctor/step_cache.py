@@ -150,8 +150,9 @@ def control(ctx: DoctorContext) -> StepResult:
     t_min, t_real = median(ttfts_ms(minimal)), median(ttfts_ms(real))
     if t_min is None or t_real is None:
         step.status = StepStatus.FAILED
-        which = "the minimal prompt" if t_min is None else "your prompts"
-        step.notes.append(f"no first token timed for {which}: {_why_untimed(minimal + real)}")
+        untimed = real if t_real is None else minimal
+        which = "your prompts" if t_real is None else "the minimal prompt"
+        step.notes.append(f"no first token timed for {which}: {_why_untimed(untimed)}")
         return step
     tokens = median([float(r.prompt_tokens) for r in real if r.prompt_tokens is not None])
     cached = median([v for v in (_cached(r) for r in real) if v is not None]) or 0.0
